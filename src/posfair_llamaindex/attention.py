@@ -1,0 +1,165 @@
+"""The registered attention function and the per-batch plan it reads (DESIGN.md §1.2).
+
+Every row goes through transformers' own SDPA. In a calibrated layer only the pooling token's row is
+recomputed (``q_s K^T``, softmax under the same mask, calibrate, ``@ V``) and written over SDPA's output,
+so no ``K x K`` attention matrix ever exists. Mean-pooled models have no pooling token: there every query
+row is recomputed, a tile of rows at a time, so memory stays bounded.
+
+The plan travels as a forward keyword argument (``model(..., posfair_plan=plan)``), which transformers
+hands to the attention function of every layer. No global or thread-local state is involved, so two
+encoders, or two threads sharing one, never see each other's batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from posfair_llamaindex.calibration import RowLayout, calibrate_rows
+from posfair_llamaindex.config import CalibrationConfig
+
+ATTENTION_NAME = "posfair_sdpa"
+PLAN_KWARG = "posfair_plan"
+PROBE_KWARG = "posfair_probe"
+
+# Called with (layer_idx, plain_rows, used_rows), rows of shape [N, H, K] for the pooling token.
+RowRecorder = Callable[[int, Tensor, Tensor], None]
+
+
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """Everything one forward pass needs to calibrate: which layers, what, and where each sequence lies."""
+
+    config: CalibrationConfig
+    layers: frozenset
+    layout: RowLayout
+    pooling: str  # "first" | "last" | "mean"
+    pool_positions: Optional[Tensor] = None  # [N] long, the pooling token of each sequence (not for mean)
+    tile_elements: int = 1 << 23  # score elements per query tile when every row is calibrated
+    recorder: Optional[RowRecorder] = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("first", "last", "mean"):
+            raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {self.pooling!r}")
+        if self.pooling != "mean" and self.pool_positions is None:
+            raise ValueError(f"pooling {self.pooling!r} needs pool_positions")
+        if self.recorder is not None and self.pooling == "mean":
+            raise ValueError("recording pooling rows needs a pooling token; mean pooling has none")
+
+
+def posfair_attention(
+    module: torch.nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Optional[Tensor],
+    scaling: Optional[float] = None,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple:
+    """SDPA, plus the calibrated pooling row(s) in the layers a plan selects."""
+    plan: Optional[CalibrationPlan] = kwargs.pop(PLAN_KWARG, None)
+    probe = kwargs.pop(PROBE_KWARG, None)
+    layer = getattr(module, "layer_idx", None)
+    if probe is not None:
+        probe.append(layer)
+    calibrate_here = (
+        plan is not None and not plan.config.is_plain and layer in plan.layers and plan.layout.any_calibrated
+    )
+    record_here = plan is not None and plan.recorder is not None
+    if calibrate_here and plan.pooling == "mean":
+        return _all_rows_calibrated(module, query, key, value, attention_mask, scaling, dropout, plan, kwargs), None
+    out, _ = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    if calibrate_here or record_here:
+        out = _pooling_row_calibrated(module, query, key, value, attention_mask, scaling, plan, calibrate_here, kwargs, out)
+    return out, None
+
+
+def _pooling_row_calibrated(module, query, key, value, attention_mask, scaling, plan, calibrate_here, kwargs, out):
+    n, heads, q_len, _ = query.shape
+    positions = plan.pool_positions
+    batch = torch.arange(n, device=query.device)
+    q_rows = query[batch, :, positions][:, :, None, :]  # [N, H, 1, D]
+    mask_rows = None
+    if attention_mask is not None:
+        mask_rows = attention_mask.expand(n, -1, -1, -1)[batch, :, positions][:, :, None, :]
+    probs = _masked_probs(module, q_rows, key, mask_rows, positions[:, None], q_len, scaling, kwargs)
+    plain = probs[:, :, 0, :]  # [N, H, K]
+    used = calibrate_rows(plain, plan.layout, plan.config) if calibrate_here else plain
+    if plan.recorder is not None:
+        plan.recorder(module.layer_idx, plain, used)
+    if not calibrate_here:
+        return out
+    rows = _weighted_values(used[:, :, None, :], value)[:, :, 0, :]  # [N, H, D]
+    keep = ~plan.layout.calibrated[:, None, None]
+    out[batch, positions] = torch.where(keep, out[batch, positions], rows.to(out.dtype))
+    return out
+
+
+def _all_rows_calibrated(module, query, key, value, attention_mask, scaling, dropout, plan, kwargs):
+    n, heads, q_len, _ = query.shape
+    k_len = key.shape[2]
+    tile = max(1, min(q_len, plan.tile_elements // max(1, n * heads * k_len)))
+    out = torch.empty(n, q_len, heads, value.shape[-1], dtype=value.dtype, device=value.device)
+    for start in range(0, q_len, tile):
+        stop = min(q_len, start + tile)
+        mask_tile = None if attention_mask is None else attention_mask[:, :, start:stop, :]
+        query_positions = torch.arange(start, stop, device=query.device)[None, :]
+        probs = _masked_probs(module, query[:, :, start:stop], key, mask_tile, query_positions, q_len, scaling, kwargs)
+        rows = probs.reshape(n, heads * (stop - start), k_len)
+        used = calibrate_rows(rows, plan.layout, plan.config).view(n, heads, stop - start, k_len)
+        out[:, start:stop] = _weighted_values(used, value).transpose(1, 2).to(out.dtype)
+    if not bool(plan.layout.calibrated.all()):
+        # short documents stay bit-for-bit plain, whatever else shares their batch
+        plain, _ = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        out = torch.where(plan.layout.calibrated[:, None, None, None], out, plain)
+    return out
+
+
+def _masked_probs(module, q_rows, key, mask_rows, query_positions, q_len, scaling, kwargs) -> Tensor:
+    """Post-softmax attention (float32) of some query rows, under exactly the mask SDPA used."""
+    n, heads, rows, dim = q_rows.shape
+    kv_heads, k_len = key.shape[1], key.shape[2]
+    groups = heads // kv_heads
+    scale = scaling if scaling is not None else dim**-0.5
+    # grouped-query attention: fold the query heads of each KV head instead of repeating K
+    scores = torch.matmul(q_rows.reshape(n, kv_heads, groups * rows, dim), key.transpose(-1, -2))
+    scores = scores.view(n, heads, rows, k_len).float().mul_(scale)  # a fresh tensor: safe to edit in place
+    if mask_rows is not None:
+        if mask_rows.dtype == torch.bool:
+            scores.masked_fill_(~mask_rows, torch.finfo(scores.dtype).min)
+        else:
+            scores.add_(mask_rows.float())
+    else:
+        is_causal = kwargs.get("is_causal")
+        is_causal = getattr(module, "is_causal", False) if is_causal is None else is_causal
+        if is_causal and q_len > 1:
+            keys = torch.arange(k_len, device=scores.device)
+            allowed = keys[None, None, :] <= query_positions[..., None]  # [N or 1, rows, K]
+            scores.masked_fill_(~allowed[:, None], torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1)
+
+
+def _weighted_values(probs: Tensor, value: Tensor) -> Tensor:
+    """``probs @ V`` for probs ``[N, H, rows, K]`` and V ``[N, KV, K, D]``; returns ``[N, H, rows, D]``."""
+    n, heads, rows, k_len = probs.shape
+    kv_heads = value.shape[1]
+    groups = heads // kv_heads
+    weighted = torch.matmul(probs.to(value.dtype).reshape(n, kv_heads, groups * rows, k_len), value)
+    return weighted.view(n, heads, rows, value.shape[-1])
+
+
+def register() -> str:
+    """Register the attention and mask functions under :data:`ATTENTION_NAME` (idempotent)."""
+    AttentionInterface.register(ATTENTION_NAME, posfair_attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+    return ATTENTION_NAME
+
+
+register()

@@ -1,0 +1,195 @@
+"""The calibration math on post-softmax attention rows (DESIGN.md §1.1). Knows nothing about models.
+
+Rows are laid out as ``[N, R, K]``: ``N`` sequences, ``R`` rows per sequence (heads, or heads x query
+positions for mean pooling), ``K`` key positions. A :class:`RowLayout` says, per sequence, where the
+isolated edge tokens and the content span lie on the key axis, so the same code serves right padding,
+left padding and no padding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from posfair_llamaindex.config import CalibrationConfig
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """Where each sequence's isolated tokens and content tokens sit on the key axis.
+
+    Built once per batch on the host from the attention mask; the tensors live on the model's device.
+    ``shared_start`` is set when every sequence's content starts at the same key position (right padding,
+    which the encoder uses), so the content is a plain slice; otherwise one gather aligns it.
+    """
+
+    content_start: Tensor  # [N] long
+    content_len: Tensor  # [N] long
+    first: Optional[Tensor]  # [N] long, position of the isolated first token, None when not isolated
+    last: Optional[Tensor]  # [N] long, position of the isolated last token, None when not isolated
+    pooling_token: Optional[str]  # "first" | "last" | None (mean pooling): who gets hard_weight
+    shared_start: Optional[int]
+    num_baskets: int  # the most baskets any sequence of the batch has
+    calibrated: Tensor  # [N] bool: sequences with at least basket_size content tokens
+    all_calibrated: bool = False
+
+    @classmethod
+    def from_attention_mask(
+        cls,
+        attention_mask: Tensor,
+        *,
+        basket_size: int,
+        isolate_first: bool,
+        isolate_last: bool,
+        pooling_token: Optional[str],
+        device: Optional[torch.device] = None,
+    ) -> "RowLayout":
+        """Describe a padded batch whose valid tokens form one contiguous run per row (any padding side)."""
+        if attention_mask.dim() != 2:
+            raise ValueError(f"attention_mask must be [batch, length], got shape {tuple(attention_mask.shape)}")
+        if pooling_token == "first" and not isolate_first or pooling_token == "last" and not isolate_last:
+            raise ValueError(f"the pooling token ({pooling_token}) must be isolated")
+        valid = attention_mask.to(torch.bool).cpu()
+        lengths = valid.sum(dim=1)
+        if bool((lengths == 0).any()):
+            raise ValueError("every sequence needs at least one valid token")
+        first = valid.to(torch.int8).argmax(dim=1)
+        last = first + lengths - 1
+        expected = (torch.arange(valid.shape[1])[None, :] >= first[:, None]) & (
+            torch.arange(valid.shape[1])[None, :] <= last[:, None]
+        )
+        if not torch.equal(expected, valid):
+            raise ValueError("the valid tokens of a sequence must be contiguous (padding on one side only)")
+        content_start = first + int(isolate_first)
+        content_len = (lengths - int(isolate_first) - int(isolate_last)).clamp(min=0)
+        calibrated = content_len >= basket_size
+        starts = content_start.unique()
+        shared_start = int(starts[0]) if starts.numel() == 1 else None
+        num_baskets = max(1, math.ceil(int(content_len.max()) / basket_size))
+        device = device if device is not None else attention_mask.device
+        return cls(
+            content_start=content_start.to(device),
+            content_len=content_len.to(device),
+            first=first.to(device) if isolate_first else None,
+            last=last.to(device) if isolate_last else None,
+            pooling_token=pooling_token,
+            shared_start=shared_start,
+            num_baskets=num_baskets,
+            calibrated=calibrated.to(device),
+            all_calibrated=bool(calibrated.all()),
+        )
+
+    @property
+    def any_calibrated(self) -> bool:
+        return bool(self.calibrated.any())
+
+
+def calibrate_rows(probs: Tensor, layout: RowLayout, config: CalibrationConfig) -> Tensor:
+    """Return ``lam * a_cal + (1 - lam) * a`` for every row of ``probs`` (shape ``[N, R, K]``).
+
+    Works in float32 whatever the input dtype and returns the input dtype. Sequences with fewer than
+    ``basket_size`` content tokens, and rows with no content mass at all, come back unchanged.
+
+    Within a basket the calibrated row is the original times one number, so ``lam * a_cal + (1 - lam) * a``
+    is the row times a per-basket factor ``lam * target / mass + (1 - lam)``; the isolated tokens are then
+    written on top. That keeps the work to a few passes over the row, which matters when every row of a
+    mean-pooled model is calibrated.
+    """
+    if probs.dim() != 3:
+        raise ValueError(f"probs must be [sequences, rows, keys], got shape {tuple(probs.shape)}")
+    if config.variant == "cls_hard" and layout.pooling_token is None:
+        raise ValueError("variant 'cls_hard' needs a pooling token; mean pooling has none")
+    n, r, k = probs.shape
+    size, lam = config.basket_size, config.strength
+    nb = layout.num_baskets
+    width = nb * size
+    rows = probs.float()
+
+    # content aligned to start at 0 and cut into contiguous baskets with one reshape
+    steps = torch.arange(width, device=probs.device)
+    in_content = (steps[None, :] < layout.content_len[:, None])[:, None, :]  # [N, 1, W]
+    if layout.shared_start is not None:
+        start = layout.shared_start
+        index = None
+        aligned = rows[..., start : start + width]
+        if start + width > k:
+            aligned = torch.nn.functional.pad(aligned, (0, start + width - k))
+    else:
+        index = (layout.content_start[:, None] + steps[None, :])[:, None, :].expand(n, r, width)
+        aligned = torch.nn.functional.pad(rows, (0, width)).gather(-1, index)
+    # past a sequence's content there is only padding (zero mass) unless a last token is isolated
+    masked = aligned * in_content if layout.last is not None else aligned
+    basket_mass = masked.reshape(n, r, nb, size).sum(dim=-1)  # [N, R, nb]
+    live = basket_mass > 0
+    live_count = live.sum(dim=-1, keepdim=True).to(rows.dtype)  # [N, R, 1]
+    content_mass = basket_mass.sum(dim=-1, keepdim=True)
+
+    basket_target, isolated = _targets(rows, layout, config, live_count, content_mass)
+    factor = torch.where(live, lam * basket_target / basket_mass.clamp(min=torch.finfo(rows.dtype).tiny) + (1.0 - lam), 1.0)
+
+    if index is None:
+        out = rows.clone()
+        span = min(width, k - start)
+        full = span // size
+        if full:
+            out[..., start : start + full * size].unflatten(-1, (full, size)).mul_(factor[..., :full, None])
+        if span > full * size:
+            out[..., start + full * size : start + span].mul_(factor[..., full : full + 1])
+    else:
+        scaled = (aligned.reshape(n, r, nb, size) * factor[..., None]).view(n, r, width)
+        out = torch.nn.functional.pad(rows, (0, width)).scatter_(-1, index, scaled)[..., :k]
+    # non-content positions inside the baskets' span are padding (zero mass) or an isolated token,
+    # and every isolated token is written here
+    for position, mass in isolated:
+        original = _mass_at(rows, position)
+        out.scatter_(-1, position[:, None, None].expand(n, r, 1), lam * mass + (1.0 - lam) * original)
+
+    if layout.all_calibrated and not isolated:
+        # rows without live baskets got factor 1 everywhere: already unchanged
+        return out.to(probs.dtype)
+    change = layout.calibrated[:, None, None] & (live_count > 0)
+    return torch.where(change, out.to(probs.dtype), probs)
+
+
+def _targets(rows: Tensor, layout: RowLayout, config: CalibrationConfig, live_count: Tensor, content_mass: Tensor):
+    """Each live basket's calibrated total, and (position, calibrated mass) for every isolated token."""
+    first_mass = _mass_at(rows, layout.first)
+    last_mass = _mass_at(rows, layout.last)
+    edges = [(layout.first, first_mass), (layout.last, last_mass)]
+    isolated = []
+    if config.variant == "uniform":
+        units = live_count.clone()
+        for _, mass in edges:
+            if mass is not None:
+                units = units + (mass > 0).to(rows.dtype)
+        share = 1.0 / units.clamp(min=1.0)
+        for position, mass in edges:
+            if mass is not None:
+                isolated.append((position, torch.where(mass > 0, share, torch.zeros_like(share))))
+        return share, isolated
+    if config.variant == "cls_soft":
+        # isolated tokens keep their own mass (written back: a last token may sit inside a basket's span);
+        # the content keeps its total, shared equally by the live baskets
+        isolated = [(position, mass) for position, mass in edges if mass is not None]
+        return content_mass / live_count.clamp(min=1.0), isolated
+    weight = config.hard_weight
+    pool_is_first = layout.pooling_token == "first"
+    pool_position, pool_mass = edges[0] if pool_is_first else edges[1]
+    other_position, other_mass = edges[1] if pool_is_first else edges[0]
+    remainder = content_mass + pool_mass - weight  # == 1 - w - other isolated mass
+    if other_mass is not None:
+        # an attention sink heavier than 1 - w leaves nothing for the content: shrink it to fit
+        isolated.append((other_position, torch.where(remainder < 0, other_mass + remainder, other_mass)))
+    isolated.append((pool_position, torch.full_like(pool_mass, weight)))
+    return remainder.clamp(min=0.0) / live_count.clamp(min=1.0), isolated
+
+
+def _mass_at(rows: Tensor, position: Optional[Tensor]) -> Optional[Tensor]:
+    if position is None:
+        return None
+    n, r, _ = rows.shape
+    return rows.gather(-1, position[:, None, None].expand(n, r, 1))

@@ -1,0 +1,246 @@
+"""``PosFairEmbedding``: a LlamaIndex embedding whose documents are encoded position-fair.
+
+Documents (``get_text_embedding*``) go through the calibrated encoder; queries
+(``get_query_embedding``) through the plain one, so search costs nothing extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, Dict, List, Literal, Optional, Union
+
+from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
+from llama_index.core.callbacks import CallbackManager
+from pydantic import Field, PrivateAttr
+
+from posfair_llamaindex.config import CalibrationConfig, fingerprint_of
+from posfair_llamaindex.encoder import PosFairEncoder, check_texts
+from posfair_llamaindex.sea import ChunkerConfig, SegmentEmbedAverage
+from posfair_llamaindex.version import __version__
+
+Mode = Literal["calibrated", "plain", "sea"]
+TAG_SCHEMA = 1
+# Bump when a change to this package changes the vectors it produces for the same settings.
+ENCODING_VERSION = 1
+INFORMATIONAL_TAG_KEYS = ("package_version", "model")
+
+
+def comparable_tag(tag: Dict[str, Any]) -> Dict[str, Any]:
+    """The part of an embedding tag that must match for two sets of vectors to be mixed."""
+    return {key: value for key, value in tag.items() if key not in INFORMATIONAL_TAG_KEYS}
+
+
+class PosFairEmbedding(BaseEmbedding):
+    """Position-fair document embeddings with plain queries, on any AttentionInterface model.
+
+    Args:
+        model_name: hub id or local folder of a transformers (optionally sentence-transformers) model.
+        calibration: how document attention is calibrated; paper defaults when omitted.
+        mode: ``"calibrated"`` (documents calibrated), ``"plain"`` (the unmodified model, for comparison) or
+            ``"sea"`` (documents chunked with chonkie, chunks embedded plain and averaged).
+        chunker: the SEA chunker settings (semantic chunker on the model itself by default).
+        pooling: ``"first"``, ``"last"`` or ``"mean"``; detected from sentence-transformers files when None.
+        max_length: token limit; the model's own limit when None. Longer texts are truncated with a warning.
+        normalize: L2-normalise the vectors.
+        query_instruction / text_instruction: prefixes for queries / documents; the model's
+            sentence-transformers prompts ("query", "document" or "passage") when None.
+        embed_batch_size: texts per forward pass.
+        device / dtype: where and in which precision the model runs (``"float32"``, ``"float16"``, ``"bfloat16"``).
+    """
+
+    calibration: CalibrationConfig = Field(default_factory=CalibrationConfig, description="Calibration settings.")
+    mode: Mode = Field(default="calibrated", description="How documents are encoded.")
+    chunker: Optional[ChunkerConfig] = Field(default=None, description="SEA chunker settings (mode 'sea').")
+    pooling: Optional[Literal["first", "last", "mean"]] = Field(default=None, description="Pooling; detected if None.")
+    max_length: Optional[int] = Field(default=None, description="Maximum tokens per text.", ge=2)
+    normalize: bool = Field(default=True, description="Whether vectors are L2-normalised.")
+    query_instruction: Optional[str] = Field(default=None, description="Prefix for queries.")
+    text_instruction: Optional[str] = Field(default=None, description="Prefix for documents.")
+    device: Optional[str] = Field(default=None, description="Torch device; CUDA when available if None.")
+    dtype: Optional[Literal["float32", "float16", "bfloat16"]] = Field(default=None, description="Model precision.")
+    trust_remote_code: bool = Field(default=False, description="Allow model code from the hub.")
+
+    _encoder: PosFairEncoder = PrivateAttr()
+    _sea: Optional[SegmentEmbedAverage] = PrivateAttr(default=None)
+
+    def __init__(
+        self,
+        model_name: Union[str, os.PathLike],
+        calibration: Optional[CalibrationConfig] = None,
+        mode: Mode = "calibrated",
+        chunker: Optional[ChunkerConfig] = None,
+        pooling: Optional[Literal["first", "last", "mean"]] = None,
+        max_length: Optional[int] = None,
+        normalize: bool = True,
+        query_instruction: Optional[str] = None,
+        text_instruction: Optional[str] = None,
+        embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+        device: Optional[str] = None,
+        dtype: Optional[Literal["float32", "float16", "bfloat16"]] = None,
+        trust_remote_code: bool = False,
+        callback_manager: Optional[CallbackManager] = None,
+        encoder: Optional[PosFairEncoder] = None,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(model_name, os.PathLike):
+            model_name = os.fspath(model_name)
+        if calibration is not None and not isinstance(calibration, CalibrationConfig):
+            raise TypeError(f"calibration must be a CalibrationConfig, got {type(calibration).__name__}")
+        if chunker is not None and not isinstance(chunker, ChunkerConfig):
+            raise TypeError(f"chunker must be a ChunkerConfig, got {type(chunker).__name__}")
+        if chunker is not None and mode != "sea":
+            raise ValueError(f"chunker settings are only used by mode 'sea', not {mode!r}")
+        # validate the cheap settings before loading any weights
+        super().__init__(
+            model_name=model_name,
+            calibration=calibration or CalibrationConfig(),
+            mode=mode,
+            chunker=chunker if chunker is not None or mode != "sea" else ChunkerConfig(),
+            pooling=pooling,
+            max_length=max_length,
+            normalize=normalize,
+            query_instruction=query_instruction,
+            text_instruction=text_instruction,
+            embed_batch_size=embed_batch_size,
+            device=device,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            callback_manager=callback_manager,
+            **kwargs,
+        )
+        if encoder is None:
+            encoder = PosFairEncoder(
+                model_name,
+                pooling=pooling,
+                max_length=max_length,
+                device=device,
+                dtype=dtype,
+                trust_remote_code=trust_remote_code,
+            )
+        elif pooling is not None and encoder.pooling != pooling or max_length is not None and encoder.max_length != max_length:
+            raise ValueError("a shared encoder must already have the requested pooling and max_length")
+        if self.mode == "calibrated":
+            encoder.check_calibration(self.calibration)
+        self._encoder = encoder
+        if self.mode == "sea":
+            self._sea = SegmentEmbedAverage(encoder, self.chunker)
+        # record what was resolved, so the tag says what actually ran
+        self.pooling = encoder.pooling
+        self.max_length = encoder.max_length
+        prompts = encoder.files.prompts
+        if self.query_instruction is None:
+            self.query_instruction = prompts.get("query")
+        if self.text_instruction is None:
+            self.text_instruction = prompts.get("document", prompts.get("passage"))
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PosFairEmbedding"
+
+    @property
+    def encoder(self) -> PosFairEncoder:
+        """The loaded encoder; share it between embeddings of one model to load the weights once."""
+        return self._encoder
+
+    @property
+    def dimension(self) -> int:
+        return self._encoder.dimension
+
+    # ------------------------------------------------------------------ what produced the vectors
+    def tag(self) -> Dict[str, Any]:
+        """Everything that decides what a document vector means, plus where it came from.
+
+        Keys in :data:`INFORMATIONAL_TAG_KEYS` (package version, model path) are recorded but do not take
+        part in :meth:`fingerprint`: the same weights loaded from another folder make the same vectors.
+        """
+        return {
+            "schema": TAG_SCHEMA,
+            "encoding_version": ENCODING_VERSION,
+            "package_version": __version__,
+            "model": self.model_name,
+            "model_weights": self._encoder.weights_identity,
+            "pooling": self.pooling,
+            "mode": self.mode,
+            "calibration": self.calibration.tag() if self.mode == "calibrated" else None,
+            "chunker": self._sea.tag() if self._sea is not None else None,
+            "dimension": self.dimension,
+            "normalize": self.normalize,
+            "max_length": self.max_length,
+            "text_instruction": self.text_instruction,
+        }
+
+    def fingerprint(self) -> str:
+        return fingerprint_of(comparable_tag(self.tag()))
+
+    def to_payload(self) -> Dict[str, Any]:
+        payload = super().to_payload()
+        payload.update(mode=self.mode, pooling=self.pooling, posfair_fingerprint=self.fingerprint())
+        payload["calibration"] = self.calibration.tag() if self.mode == "calibrated" else None
+        return payload
+
+    # ------------------------------------------------------------------ embedding
+    def _documents(self, texts: List[str]) -> List[Embedding]:
+        prefix = self.text_instruction or ""
+        if self._sea is not None:
+            checked = check_texts(texts)
+            return self._sea.encode(checked, prefix=prefix, batch_size=self.embed_batch_size, normalize=self.normalize).tolist()
+        calibration = self.calibration if self.mode == "calibrated" else None
+        vectors = self._encoder.encode(
+            [prefix + text for text in check_texts(texts)],
+            calibration,
+            batch_size=self.embed_batch_size,
+            normalize=self.normalize,
+        )
+        return vectors.tolist()
+
+    def _get_query_embedding(self, query: str) -> Embedding:
+        if not isinstance(query, str):
+            raise TypeError(f"query is {type(query).__name__}, expected str")
+        if not query.strip():
+            raise ValueError("query is empty or whitespace only")
+        prefix = self.query_instruction or ""
+        return self._encoder.encode([prefix + query], None, normalize=self.normalize)[0].tolist()
+
+    def _get_text_embedding(self, text: str) -> Embedding:
+        return self._documents([text])[0]
+
+    def _get_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+        return self._documents(texts)
+
+    async def _aget_query_embedding(self, query: str) -> Embedding:
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> Embedding:
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+        return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+    def get_text_embedding_batch(self, texts: List[str], show_progress: bool = False, **kwargs: Any) -> List[Embedding]:
+        """LlamaIndex batching, over texts sorted by length so that batches carry little padding."""
+        order = self._length_order(texts)
+        vectors = super().get_text_embedding_batch([texts[i] for i in order], show_progress=show_progress, **kwargs)
+        return _unsort(vectors, order)
+
+    async def aget_text_embedding_batch(
+        self, texts: List[str], show_progress: bool = False, **kwargs: Any
+    ) -> List[Embedding]:
+        order = self._length_order(texts)
+        vectors = await super().aget_text_embedding_batch(
+            [texts[i] for i in order], show_progress=show_progress, **kwargs
+        )
+        return _unsort(vectors, order)
+
+    def _length_order(self, texts: List[str]) -> List[int]:
+        # checked up front: a bad text anywhere fails the call before any batch is embedded
+        prefix = self.text_instruction or ""
+        lengths = self._encoder.token_lengths([prefix + text for text in check_texts(texts)])
+        return sorted(range(len(texts)), key=lambda i: -lengths[i])
+
+
+def _unsort(values: List[Embedding], order: List[int]) -> List[Embedding]:
+    result: List[Embedding] = [None] * len(order)  # type: ignore[list-item]
+    for sorted_position, original_position in enumerate(order):
+        result[original_position] = values[sorted_position]
+    return result

@@ -1,0 +1,32 @@
+"""Turning the last hidden states into one vector per text."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+Pooling = Literal["first", "last", "mean"]
+POOLINGS = ("first", "last", "mean")
+
+
+def pool_hidden_states(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
+    """Pool ``[N, L, D]`` hidden states over each row's valid tokens, whatever the padding side."""
+    mask = attention_mask.to(hidden.device).bool()
+    if pooling == "mean":
+        weights = mask.to(hidden.dtype)[..., None]
+        return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+    batch = torch.arange(hidden.shape[0], device=hidden.device)
+    return hidden[batch, pooling_positions(mask, pooling)]
+
+
+def pooling_positions(attention_mask: Tensor, pooling: str) -> Tensor:
+    """The position of each row's pooling token: its first or its last valid token."""
+    mask = attention_mask.bool()
+    if pooling == "first":
+        return mask.to(torch.int8).argmax(dim=1)
+    if pooling == "last":
+        width = mask.shape[1]
+        return width - 1 - mask.flip(1).to(torch.int8).argmax(dim=1)
+    raise ValueError(f"pooling {pooling!r} has no single pooling token")

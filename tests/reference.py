@@ -1,0 +1,113 @@
+"""Slow, obviously-correct references written straight from DESIGN.md §1.1, used only by the tests.
+
+Nothing here shares code with the package: rows are calibrated one at a time with Python loops over
+baskets, and the naive attention function materialises the whole eager attention matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+NAIVE_ATTENTION = "naive_eager_calibration"
+
+
+def naive_calibrated_row(row, valid, isolated, pool, variant, strength, basket_size, hard_weight):
+    """One attention row (1-D, any length K) calibrated from the formulas, in float64."""
+    a = row.double()
+    content = [p for p in valid if p not in isolated]
+    if len(content) < basket_size:
+        return a
+    baskets = [content[i : i + basket_size] for i in range(0, len(content), basket_size)]
+    masses = [sum(float(a[p]) for p in basket) for basket in baskets]
+    live = [m for m in masses if m > 0]
+    if not live:
+        return a
+    out = torch.zeros_like(a)
+    if variant == "uniform":
+        live_isolated = [i for i in isolated if float(a[i]) > 0]
+        share = 1.0 / (len(live) + len(live_isolated))
+        for i in live_isolated:
+            out[i] = share
+        target = share
+    elif variant == "cls_soft":
+        for i in isolated:
+            out[i] = a[i]
+        target = (1.0 - sum(float(a[i]) for i in isolated)) / len(live)
+    elif variant == "cls_hard":
+        others = [i for i in isolated if i != pool]
+        for i in others:
+            out[i] = a[i]
+        out[pool] = hard_weight
+        target = (1.0 - hard_weight - sum(float(a[i]) for i in others)) / len(live)
+        if target < 0:  # documented edge rule: a sink heavier than 1 - w is cut to 1 - w, content gets 0
+            for i in others:
+                out[i] = a[i] * (1.0 - hard_weight) / sum(float(a[j]) for j in others)
+            target = 0.0
+    else:
+        raise ValueError(variant)
+    for basket, mass in zip(baskets, masses):
+        if mass > 0:
+            for p in basket:
+                out[p] = target * float(a[p]) / mass
+    return strength * out + (1.0 - strength) * a
+
+
+def isolated_positions(valid, pooling, isolated_tokens=None):
+    """Positions of the isolated tokens of one sequence and its pooling token (None for mean)."""
+    first, last = valid[0], valid[-1]
+    if isolated_tokens is None:
+        isolated_tokens = {"first": ("first",), "last": ("first", "last"), "mean": ()}[pooling]
+    chosen = set(isolated_tokens) | ({pooling} if pooling != "mean" else set())
+    isolated = sorted({first if name == "first" else last for name in chosen})
+    pool = {"first": first, "last": last, "mean": None}[pooling]
+    return isolated, pool
+
+
+def naive_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Eager attention with the full [N, H, L, K] matrix, calibrated row by row when a naive plan asks."""
+    plan = kwargs.get("naive_plan")
+    n, heads, q_len, dim = query.shape
+    groups = heads // key.shape[1]
+    key = key.repeat_interleave(groups, dim=1)
+    value = value.repeat_interleave(groups, dim=1)
+    scale = scaling if scaling is not None else 1.0 / math.sqrt(dim)
+    scores = (query.double() @ key.double().transpose(-1, -2)) * scale
+    if attention_mask is not None:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    elif getattr(module, "is_causal", False) and q_len > 1:
+        causal = torch.ones(q_len, key.shape[2], dtype=torch.bool).tril()
+        scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
+    probs = torch.softmax(scores, dim=-1)
+    if plan is not None and module.layer_idx in plan["layers"]:
+        probs = probs.clone()
+        for b in range(n):
+            valid = [int(p) for p in torch.nonzero(plan["valid"][b]).flatten()]
+            isolated, pool = isolated_positions(valid, plan["pooling"], plan.get("isolated_tokens"))
+            query_rows = [pool] if pool is not None else range(q_len)
+            for h in range(heads):
+                for qi in query_rows:
+                    probs[b, h, qi] = naive_calibrated_row(
+                        probs[b, h, qi], valid, isolated, pool, plan["variant"], plan["strength"],
+                        plan["basket_size"], plan.get("hard_weight", 0.3),
+                    )
+    out = (probs @ value.double()).to(value.dtype)
+    return out.transpose(1, 2).contiguous(), probs
+
+
+AttentionInterface.register(NAIVE_ATTENTION, naive_attention)
+AttentionMaskInterface.register(NAIVE_ATTENTION, sdpa_mask)
+
+
+def naive_pool(hidden, attention_mask, pooling):
+    vectors = []
+    for b in range(hidden.shape[0]):
+        valid = torch.nonzero(attention_mask[b]).flatten()
+        if pooling == "mean":
+            vectors.append(hidden[b, valid].mean(dim=0))
+        else:
+            vectors.append(hidden[b, valid[0] if pooling == "first" else valid[-1]])
+    return torch.nn.functional.normalize(torch.stack(vectors).float(), dim=-1)
