@@ -1,0 +1,120 @@
+"""The posfair command line end to end, on embedded Qdrant folders."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from posfair_llamaindex.cli import main
+
+FILES = {
+    "danube.txt": "The Danube flows through Vienna, Budapest and Belgrade before it reaches the Black Sea.",
+    "notes/violin.md": "# Violin\n\nThe violin has four strings tuned in fifths and is played with a bow of horsehair.",
+    "notes/basalt.txt": "Basalt forms when lava rich in iron and magnesium cools quickly at the surface.",
+}
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    root = tmp_path / "docs"
+    for name, text in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "ignored.csv").write_text("a,b\n1,2\n")
+    return root
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_ingest_query_and_collections(capsys, tmp_path, corpus):
+    store = ["--qdrant-path", str(tmp_path / "q")]
+    code, out, err = run(capsys, "ingest", str(corpus), "--collection", "docs", *store)
+    assert code == 0, err
+    assert "ingested 3 document(s) as 3 node(s)" in out
+    code, out, err = run(capsys, "query", "Which river reaches the Black Sea?", "--collection", "docs", "-k", "2", "--json", *store)
+    assert code == 0, err
+    hits = json.loads(out)
+    assert len(hits) == 2 and hits[0]["metadata"]["file_name"] == "danube.txt"
+    assert hits[0]["score"] >= hits[1]["score"]
+    code, out, _ = run(capsys, "query", "instrument with a bow", "--collection", "docs", *store)
+    assert code == 0 and out.startswith("1. ") and "violin.md" in out.splitlines()[0]
+    # ingesting again changes nothing
+    code, out, _ = run(capsys, "ingest", str(corpus), "--collection", "docs", *store)
+    assert code == 0 and "(3 points," in out
+    code, out, _ = run(capsys, "collections", "--json", *store)
+    rows = json.loads(out)
+    assert rows[0]["name"] == "docs" and rows[0]["points"] == 3 and rows[0]["tag"]["mode"] == "calibrated"
+    code, out, _ = run(capsys, "collections", *store)
+    assert out.startswith("docs: 3 points, fingerprint")
+
+
+def test_mismatch_exits_non_zero_with_one_line(capsys, tmp_path, corpus):
+    store = ["--qdrant-path", str(tmp_path / "q")]
+    assert run(capsys, "ingest", str(corpus), "--collection", "docs", *store)[0] == 0
+    code, out, err = run(capsys, "ingest", str(corpus), "--collection", "docs", "--strength", "0.2", *store)
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith("posfair: error: Qdrant collection 'docs' was not embedded")
+    code, out, err = run(capsys, "ingest", str(corpus), "--collection", "docs", "--strength", "0.2", "--recreate", *store)
+    assert code == 0, err
+    # a query without encoder options uses the collection's own settings
+    code, out, err = run(capsys, "query", "basalt lava", "--collection", "docs", "--json", *store)
+    assert code == 0, err
+    assert json.loads(out)[0]["metadata"]["file_name"] == "basalt.txt"
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["ingest", "/no/such/folder", "--collection", "c"], "no such file or folder"),
+        (["query", "x", "--collection", "missing"], "does not exist"),
+        (["query", "x", "--collection", "c", "-k", "0"], "-k must be at least 1"),
+        (["ingest", "{corpus}", "--collection", "c", "--strength", "1.5"], "strength"),
+        (["ingest", "{corpus}", "--collection", "c", "--layers", "9"], "more layers than the model has"),
+        (["ingest", "{corpus}/ignored.csv", "--collection", "c"], "only .txt, .md files"),
+    ],
+)
+def test_failures_are_one_line(capsys, tmp_path, corpus, argv, message):
+    argv = [a.replace("{corpus}", str(corpus)) for a in argv] + ["--qdrant-path", str(tmp_path / "q")]
+    code, _, err = run(capsys, *argv)
+    assert code == 1
+    assert err.startswith("posfair: error:") and message in err and err.count("\n") == 1
+
+
+def test_locked_folder_gets_a_clear_error(capsys, tmp_path, corpus):
+    folder = tmp_path / "q"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from qdrant_client import QdrantClient
+            client = QdrantClient(path={str(folder)!r})
+            print("open", flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        code, _, err = run(capsys, "collections", "--qdrant-path", str(folder))
+        assert code == 1 and "open in another process" in err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_unreachable_server_is_reported(capsys):
+    code, _, err = run(capsys, "collections", "--qdrant-url", "http://127.0.0.1:9", "--timeout", "1")
+    assert code == 1 and "did not answer" in err
+
+
+def test_every_command_has_help():
+    for command in ([], ["ingest"], ["query"], ["collections"]):
+        done = subprocess.run([sys.executable, "-m", "posfair_llamaindex.cli", *command, "--help"], capture_output=True, text=True)
+        assert done.returncode == 0 and "usage: posfair" in done.stdout
