@@ -1,0 +1,203 @@
+"""``posfair eval``, ``posfair sweep`` and ``posfair diagnose``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import List
+
+DEFAULT_DATA = "../shared/data"
+BENCHMARKS = ("squad", "evidence", "nq", "scifact")
+NAMED_CONFIGS = ("plain", "default", "uniform", "cls_hard", "sea", "custom")
+
+
+def register(commands, model_options: argparse.ArgumentParser) -> None:
+    data = argparse.ArgumentParser(add_help=False)
+    group = data.add_argument_group("data")
+    group.add_argument("--data", default=DEFAULT_DATA, help=f"the shared data folder ({DEFAULT_DATA})")
+    group.add_argument("--out", default="posfair_eval", help="folder for markdown, JSON and PNG results")
+    group.add_argument("--max-documents", type=int, default=2000, help="SQuAD-LongPosQ documents (2000)")
+    group.add_argument("--max-sets", type=int, default=600, help="rotated sets for evidence moving / NQ (600)")
+    group.add_argument("--questions-per-group", type=int, default=2000, help="SQuAD-LongPosQ questions per group (2000)")
+    group.add_argument("--token-budget", type=int, default=512, help="document token budget (512)")
+    group.add_argument("--word-budget", type=int, default=None, help="build ~N-word documents instead (long-context models)")
+    group.add_argument("--exact-offsets", action="store_true", help="keep only questions whose answer offset is exact")
+    group.add_argument("--cache-dir", default=None, help="reuse document embeddings across runs")
+    group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% intervals")
+    group.add_argument("--seed", type=int, default=0)
+
+    evaluate = commands.add_parser(
+        "eval", parents=[data, model_options], help="measure position bias on real data",
+        description="Run configurations over position-aware benchmarks; report nDCG@10 per group, HM, PSI, "
+        "aggregate nDCG@10 and Recall@10 with bootstrap 95%% intervals, as markdown, JSON and a PNG chart.",
+    )
+    evaluate.add_argument("--benchmark", default="squad", help=f"comma list of {', '.join(BENCHMARKS)} or 'all' (squad)")
+    evaluate.add_argument(
+        "--configs", default="plain,default",
+        help=f"comma list of {', '.join(NAMED_CONFIGS)}; 'custom' uses --variant/--strength/... (plain,default)",
+    )
+    evaluate.set_defaults(handler=run_eval)
+
+    sweep = commands.add_parser(
+        "sweep", parents=[data, model_options], help="strength sweep or layers x basket x variant grid",
+        description="'strength': 0.05..1.0 in steps of 0.05 with a chart of per-group nDCG@10 changes; "
+        "'grid': layers x basket size x variant. Both on SQuAD-LongPosQ.",
+    )
+    sweep.add_argument("kind", choices=["strength", "grid"])
+    sweep.set_defaults(handler=run_sweep)
+
+    diagnose = commands.add_parser(
+        "diagnose", parents=[model_options], help="self-mass per layer and segment profiles of your texts",
+        description="For files or literal texts: box plots of the pooling token's attention to itself per layer, "
+        "and the cosine between each text's embedding and its 10 segments, plain vs calibrated (PNG + JSON).",
+    )
+    diagnose.add_argument("texts", nargs="+", metavar="TEXT", help="files (.txt/.md) or literal texts")
+    diagnose.add_argument("--out", default="posfair_diagnostics", help="output folder")
+    diagnose.set_defaults(handler=run_diagnose)
+
+
+def _model(args) -> str:
+    from posfair_llamaindex.cli import OFFLINE_MODEL, default_model
+
+    return default_model() if args.model in (None, OFFLINE_MODEL) else args.model
+
+
+def _calibration(args):
+    from posfair_llamaindex.config import CalibrationConfig
+
+    settings = {}
+    for option in ("variant", "strength", "basket_size", "layers", "hard_weight"):
+        if getattr(args, option) is not None:
+            settings[option] = getattr(args, option)
+    return CalibrationConfig(**settings)
+
+
+def _configs(args) -> list:
+    from posfair_llamaindex.config import CalibrationConfig
+    from posfair_llamaindex.eval.runner import EvalConfig
+    from posfair_llamaindex.sea import ChunkerConfig
+
+    configs = []
+    for name in [n.strip() for n in args.configs.split(",") if n.strip()]:
+        if name == "plain":
+            configs.append(EvalConfig.plain(args.pooling))
+        elif name == "default":
+            configs.append(EvalConfig("default (cls_soft)", calibration=CalibrationConfig(), pooling=args.pooling))
+        elif name in ("uniform", "cls_hard"):
+            configs.append(EvalConfig(name, calibration=CalibrationConfig(variant=name), pooling=args.pooling))
+        elif name == "sea":
+            chunker = ChunkerConfig(**{k: v for k, v in (("kind", args.chunker), ("chunk_size", args.chunk_tokens)) if v is not None})
+            configs.append(EvalConfig("sea", mode="sea", chunker=chunker, pooling=args.pooling))
+        elif name == "custom":
+            configs.append(EvalConfig("custom", calibration=_calibration(args), pooling=args.pooling))
+        else:
+            raise ValueError(f"unknown configuration {name!r}; choose from {', '.join(NAMED_CONFIGS)}")
+    return configs
+
+
+def _benchmarks(args, tokenizer) -> list:
+    from posfair_llamaindex.eval import data
+
+    names = BENCHMARKS if args.benchmark == "all" else [n.strip() for n in args.benchmark.split(",")]
+    built = []
+    for name in names:
+        if name == "squad":
+            built.append(data.squad_longposq(
+                Path(args.data), tokenizer, token_budget=args.token_budget, word_budget=args.word_budget,
+                max_documents=args.max_documents, questions_per_group=args.questions_per_group,
+                exact_offsets_only=args.exact_offsets, seed=args.seed,
+            ))
+        elif name == "evidence":
+            built.append(data.squad_evidence_moving(Path(args.data), tokenizer, token_budget=args.token_budget, max_sets=args.max_sets, seed=args.seed))
+        elif name == "nq":
+            built.append(data.nq_oracle(Path(args.data), tokenizer, token_budget=args.token_budget, max_sets=args.max_sets, seed=args.seed))
+        elif name == "scifact":
+            built.append(data.scifact(Path(args.data)))
+        else:
+            raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)} or all")
+    return built
+
+
+def _tokenizer(model: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model)
+
+
+def _run(args, configs, benchmark, stem):
+    from posfair_llamaindex.eval.report import to_markdown, write_report
+    from posfair_llamaindex.eval.runner import evaluate
+
+    print(benchmark.describe())
+    run = evaluate(
+        benchmark, configs, model=_model(args), max_length=args.max_length, batch_size=args.batch_size,
+        device=args.device, cache_dir=args.cache_dir, bootstrap_samples=args.bootstrap,
+    )
+    paths = write_report(run, Path(args.out), stem)
+    print(to_markdown(run))
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return run
+
+
+def run_eval(args) -> int:
+    model = _model(args)
+    configs = _configs(args)
+    tokenizer = _tokenizer(model)
+    for benchmark in _benchmarks(args, tokenizer):
+        stem = benchmark.name.split(" (")[0].lower().replace(" ", "-").replace("(", "").replace(")", "")
+        _run(args, configs, benchmark, f"{stem}-{args.pooling or 'model-pooling'}")
+    return 0
+
+
+def run_sweep(args) -> int:
+    from posfair_llamaindex.eval import data
+    from posfair_llamaindex.eval.sweeps import findings, grid_configs, grid_markdown, plot_strength_sweep, strength_configs
+
+    model = _model(args)
+    benchmark = data.squad_longposq(
+        Path(args.data), _tokenizer(model), token_budget=args.token_budget, word_budget=args.word_budget,
+        max_documents=args.max_documents, questions_per_group=args.questions_per_group,
+        exact_offsets_only=args.exact_offsets, seed=args.seed,
+    )
+    pooling = args.pooling or "model-pooling"
+    if args.kind == "strength":
+        run = _run(args, strength_configs(_calibration(args), args.pooling), benchmark, f"sweep-strength-{pooling}")
+        print(f"wrote {plot_strength_sweep(run, Path(args.out) / f'sweep-strength-{pooling}-deltas.png')}")
+    else:
+        run = _run(args, grid_configs(args.pooling), benchmark, f"sweep-grid-{pooling}")
+        table = grid_markdown(run)
+        (Path(args.out) / f"sweep-grid-{pooling}-table.md").write_text(table + "\n")
+        print(table)
+    summary = findings(run)
+    (Path(args.out) / f"sweep-{args.kind}-{pooling}-findings.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _read_texts(items: List[str]) -> List[str]:
+    texts = []
+    for item in items:
+        try:
+            is_file = Path(item).is_file()
+        except OSError:  # a long literal text is not a valid path
+            is_file = False
+        texts.append(Path(item).read_text(encoding="utf-8") if is_file else item)
+    return texts
+
+
+def run_diagnose(args) -> int:
+    from posfair_llamaindex.encoder import PosFairEncoder
+    from posfair_llamaindex.eval.diagnostics import diagnose
+
+    encoder = PosFairEncoder(_model(args), pooling=args.pooling, max_length=args.max_length, device=args.device)
+    results = diagnose(encoder, _read_texts(args.texts), _calibration(args), Path(args.out))
+    profile = results["segment_profile"]
+    for name in ("plain", "calibrated"):
+        values = " ".join(f"{v:.3f}" for v in profile[name]["mean_profile"])
+        print(f"segment profile {name:>10}: {values}  (spread {profile[name]['spread']:.3f}, end-begin {profile[name]['end_minus_begin']:+.3f})")
+    if "self_mass" in results:
+        for name in ("plain_median", "calibrated_median"):
+            print(f"self-mass {name:>17}: " + " ".join(f"{v:.3f}" for v in results["self_mass"][name]))
+    print(f"wrote {args.out}/segment_profile.png{', self_mass.png' if 'self_mass' in results else ''} and diagnostics.json")
+    return 0

@@ -1,0 +1,297 @@
+"""Position-aware retrieval benchmarks built from the shared data folder (never copied into the project).
+
+* SQuAD-LongPosQ: consecutive paragraphs of one article joined into non-overlapping documents under a
+  token (or word) budget; each question is grouped begin / middle / end by the token position where its
+  answer starts.
+* Evidence moving: sets of paragraphs rotated so that every gold paragraph is first, in the middle and
+  last once; only position changes between the three corpora.
+* NQ oracle: gold ~100-word passages of different questions rotated the same way.
+* SciFact (BEIR): a general-retrieval check with no positional groups.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+GROUPS = ("begin", "middle", "end")
+SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    relevant: FrozenSet[str]
+    group: str = "all"
+
+
+@dataclass
+class RetrievalTask:
+    """One corpus and the queries searched in it."""
+
+    documents: Dict[str, str]
+    queries: List[Query]
+
+
+@dataclass
+class Benchmark:
+    """One or more tasks whose per-query results are pooled by group (several tasks when position is rotated)."""
+
+    name: str
+    tasks: List[RetrievalTask]
+    groups: Tuple[str, ...]
+    settings: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def document_count(self) -> int:
+        return sum(len(task.documents) for task in self.tasks)
+
+    @property
+    def query_count(self) -> int:
+        return sum(len(task.queries) for task in self.tasks)
+
+    def describe(self) -> str:
+        per_group = {g: sum(q.group == g for t in self.tasks for q in t.queries) for g in self.groups}
+        return (
+            f"{self.name}: {len(self.tasks)} corpus(es), {self.document_count} documents, "
+            f"{self.query_count} queries {per_group}"
+        )
+
+
+# ----------------------------------------------------------------------------- helpers
+def _squad_articles(data_dir: Path) -> List[dict]:
+    path = Path(data_dir) / "squad" / "squad-v1.1-train.json.gz"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass the shared data folder (--data)")
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle)["data"]
+
+
+def _token_count(tokenizer, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
+
+
+def _group_of(fraction: float) -> str:
+    return GROUPS[min(2, int(fraction * 3))]
+
+
+def _pack(items: Sequence[str], fits) -> List[List[int]]:
+    """Greedy runs of consecutive items whose join still ``fits``; an item that never fits is skipped."""
+    runs, current = [], []
+    for index, item in enumerate(items):
+        candidate = current + [index]
+        if fits(SEPARATOR.join(items[i] for i in candidate)):
+            current = candidate
+            continue
+        if current:
+            runs.append(current)
+        current = [index] if fits(item) else []
+    if current:
+        runs.append(current)
+    return runs
+
+
+def _budget_check(tokenizer, token_budget: Optional[int], word_budget: Optional[int]):
+    if (token_budget is None) == (word_budget is None):
+        raise ValueError("give exactly one of token_budget and word_budget")
+    if token_budget is not None:
+        return lambda text: _token_count(tokenizer, text) <= token_budget
+    return lambda text: len(text.split()) <= word_budget
+
+
+def _cap_per_group(queries: List[Query], per_group: Optional[int], seed: int) -> List[Query]:
+    if per_group is None:
+        return queries
+    rng = random.Random(seed)
+    kept = []
+    for group in GROUPS:
+        members = [q for q in queries if q.group == group]
+        kept += rng.sample(members, min(per_group, len(members)))
+    return sorted(kept, key=lambda q: q.id)
+
+
+# ----------------------------------------------------------------------------- SQuAD-LongPosQ
+def squad_longposq(
+    data_dir: Path,
+    tokenizer,
+    *,
+    token_budget: Optional[int] = 512,
+    word_budget: Optional[int] = None,
+    min_paragraphs: int = 2,
+    min_fill: float = 0.5,
+    max_documents: Optional[int] = 2000,
+    questions_per_group: Optional[int] = 2000,
+    exact_offsets_only: bool = False,
+    seed: int = 0,
+) -> Benchmark:
+    """Long documents of consecutive paragraphs; questions grouped by the token position of their answer.
+
+    ``token_budget`` counts the model's tokens including special tokens, so no document is truncated;
+    ``word_budget`` (e.g. 1000) builds longer documents for long-context models instead. Documents with
+    fewer than ``min_paragraphs`` paragraphs or filled below ``min_fill`` of the budget are dropped.
+    """
+    if word_budget is not None:
+        token_budget = None
+    fits = _budget_check(tokenizer, token_budget, word_budget)
+    budget = token_budget or word_budget
+    documents: Dict[str, str] = {}
+    queries: List[Query] = []
+    for article_index, article in enumerate(_squad_articles(data_dir)):
+        paragraphs = article["paragraphs"]
+        contexts = [p["context"] for p in paragraphs]
+        for run in _pack(contexts, fits):
+            if len(run) < min_paragraphs:
+                continue
+            text = SEPARATOR.join(contexts[i] for i in run)
+            size = _token_count(tokenizer, text) if token_budget else len(text.split())
+            if size < min_fill * budget:
+                continue
+            doc_id = f"squad-{article_index}-{run[0]}"
+            documents[doc_id] = text
+            queries += _grouped_questions(doc_id, text, [paragraphs[i] for i in run], tokenizer, exact_offsets_only)
+    if max_documents is not None and len(documents) > max_documents:
+        chosen = set(random.Random(seed).sample(sorted(documents), max_documents))
+        documents = {k: v for k, v in documents.items() if k in chosen}
+        queries = [q for q in queries if next(iter(q.relevant)) in chosen]
+    queries = _cap_per_group(queries, questions_per_group, seed)
+    settings = dict(
+        token_budget=token_budget, word_budget=word_budget, min_paragraphs=min_paragraphs, min_fill=min_fill,
+        max_documents=max_documents, questions_per_group=questions_per_group,
+        exact_offsets_only=exact_offsets_only, seed=seed,
+    )
+    name = f"SQuAD-LongPosQ ({f'{token_budget} tokens' if token_budget else f'{word_budget} words'})"
+    return Benchmark(name, [RetrievalTask(documents, queries)], GROUPS, settings)
+
+
+def _grouped_questions(doc_id, text, paragraphs, tokenizer, exact_offsets_only) -> List[Query]:
+    """Questions of a document with the third of the document (in tokens) where each answer starts."""
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    starts = [span[0] for span in encoded["offset_mapping"]]
+    total = len(starts)
+    queries, offset = [], 0
+    for paragraph in paragraphs:
+        for qa in paragraph["qas"]:
+            answer = qa["answers"][0]
+            if exact_offsets_only and answer.get("offset_method", "unique") != "unique":
+                continue
+            char = offset + answer["answer_start"]
+            if text[char : char + len(answer["text"])] != answer["text"]:
+                raise ValueError(f"answer offset of {qa['id']} does not point at its answer in {doc_id}")
+            token = max(0, bisect.bisect_right(starts, char) - 1)  # the token holding the answer's first char
+            queries.append(Query(qa["id"], qa["question"], frozenset([doc_id]), _group_of(token / total)))
+        offset += len(paragraph["context"]) + len(SEPARATOR)
+    return queries
+
+
+# ----------------------------------------------------------------------------- position rotation
+def _rotated(name, units: List[Tuple[str, List[Tuple[str, str]]]], settings) -> Benchmark:
+    """Three corpora from sets of three units: unit i of a set sits first, in the middle and last once.
+
+    ``units`` is a list of (set id, [(unit text, question id, question text) ...]) with three units per set.
+    """
+    tasks = []
+    for rotation in range(3):
+        documents, queries = {}, []
+        for set_id, members in units:
+            order = members[rotation:] + members[:rotation]
+            doc_id = f"{set_id}-r{rotation}"
+            documents[doc_id] = SEPARATOR.join(unit_text for unit_text, _ in order)
+            for position, (_, unit_questions) in enumerate(order):
+                for question_id, question in unit_questions:
+                    queries.append(Query(f"{question_id}@r{rotation}", question, frozenset([doc_id]), GROUPS[position]))
+        tasks.append(RetrievalTask(documents, queries))
+    return Benchmark(name, tasks, GROUPS, settings)
+
+
+def squad_evidence_moving(
+    data_dir: Path,
+    tokenizer,
+    *,
+    token_budget: int = 512,
+    max_sets: Optional[int] = 600,
+    questions_per_paragraph: int = 2,
+    seed: int = 0,
+) -> Benchmark:
+    """Three consecutive paragraphs per document, rotated so each gold paragraph is first, middle and last."""
+    fits = _budget_check(tokenizer, token_budget, None)
+    rng = random.Random(seed)
+    sets = []
+    for article_index, article in enumerate(_squad_articles(data_dir)):
+        paragraphs = article["paragraphs"]
+        for start in range(0, len(paragraphs) - 2, 3):
+            trio = paragraphs[start : start + 3]
+            if not fits(SEPARATOR.join(p["context"] for p in trio)):
+                continue
+            members = []
+            for p in trio:
+                chosen = rng.sample(p["qas"], min(questions_per_paragraph, len(p["qas"])))
+                members.append((p["context"], [(qa["id"], qa["question"]) for qa in chosen]))
+            sets.append((f"squad-em-{article_index}-{start}", members))
+    if max_sets is not None and len(sets) > max_sets:
+        sets = sorted(rng.sample(sets, max_sets))
+    settings = dict(token_budget=token_budget, max_sets=max_sets, questions_per_paragraph=questions_per_paragraph, seed=seed)
+    return _rotated("SQuAD evidence moving", sets, settings)
+
+
+def nq_oracle(
+    data_dir: Path,
+    tokenizer,
+    *,
+    token_budget: int = 512,
+    max_sets: Optional[int] = 600,
+    seed: int = 0,
+) -> Benchmark:
+    """Gold NQ passages of three different questions per document, rotated through the three positions."""
+    path = Path(data_dir) / "nq-open-oracle" / "nq-open-oracle.jsonl.gz"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass the shared data folder (--data)")
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    rng = random.Random(seed)
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    fits = _budget_check(tokenizer, token_budget, None)
+    sets = []
+    for start in range(0, len(order) - 2, 3):
+        trio = [rows[i] for i in order[start : start + 3]]
+        texts = [f"{row['ctxs'][0]['title']}\n{row['ctxs'][0]['text']}" for row in trio]
+        if not fits(SEPARATOR.join(texts)):
+            continue
+        members = [(text, [(f"nq-{order[start + j]}", row["question"])]) for j, (text, row) in enumerate(zip(texts, trio))]
+        sets.append((f"nq-{start // 3}", members))
+        if max_sets is not None and len(sets) == max_sets:
+            break
+    return _rotated("NQ oracle positions", sets, dict(token_budget=token_budget, max_sets=max_sets, seed=seed))
+
+
+# ----------------------------------------------------------------------------- SciFact
+def scifact(data_dir: Path, *, split: str = "test") -> Benchmark:
+    """BEIR SciFact: title + abstract documents, claims as queries, qrels of ``split``."""
+    folder = Path(data_dir) / "beir-scifact"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} not found: pass the shared data folder (--data)")
+    documents = {}
+    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            documents[row["_id"]] = f"{row.get('title', '')}\n{row['text']}".strip()
+    texts = {}
+    with (folder / "queries.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            texts[row["_id"]] = row["text"]
+    relevant: Dict[str, set] = {}
+    with (folder / "qrels" / f"{split}.tsv").open(encoding="utf-8") as handle:
+        next(handle)
+        for line in handle:
+            query_id, doc_id, score = line.strip().split("\t")
+            if int(score) > 0:
+                relevant.setdefault(query_id, set()).add(doc_id)
+    queries = [Query(q, texts[q], frozenset(docs)) for q, docs in sorted(relevant.items())]
+    return Benchmark("SciFact (BEIR)", [RetrievalTask(documents, queries)], ("all",), dict(split=split))

@@ -1,0 +1,144 @@
+"""Diagnostics on a user's own texts: where the pooling token looks, and which part of a text a vector represents.
+
+* Self-mass per layer: the share of the pooling token's attention that goes to itself, per layer, over
+  heads and texts (the paper's Figure 2), plain vs calibrated.
+* Segment profile: the cosine between a text's embedding and the plain embedding of each of its ten equal
+  token segments. A profile that falls from the first to the last segment is position bias; a flat one is fair.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from posfair_llamaindex.config import CalibrationConfig  # noqa: E402
+from posfair_llamaindex.encoder import PosFairEncoder, check_texts  # noqa: E402
+from posfair_llamaindex.pooling import pooling_positions  # noqa: E402
+
+
+def self_mass_per_layer(
+    encoder: PosFairEncoder, texts: Sequence[str], calibration: Optional[CalibrationConfig], batch_size: int = 8
+) -> np.ndarray:
+    """``[layers, texts * heads]``: the pooling token's attention to itself (calibrated when a config is given)."""
+    if encoder.pooling == "mean":
+        raise ValueError("self-mass needs a pooling token; this model uses mean pooling (pass pooling='first' to inspect its first token)")
+    texts = check_texts(texts)
+    per_layer: Dict[int, List[np.ndarray]] = {}
+    for start in range(0, len(texts), batch_size):
+        batch = list(texts[start : start + batch_size])
+        positions = pooling_positions(encoder.tokenize(batch)["attention_mask"], encoder.pooling).to(encoder.device)
+
+        def record(layer, plain, used, positions=positions):
+            rows = used[torch.arange(used.shape[0], device=used.device), :, positions]  # [N, H]
+            per_layer.setdefault(layer, []).append(rows.float().cpu().numpy().reshape(-1))
+
+        encoder.encode_batch(batch, calibration, recorder=record)
+    return np.stack([np.concatenate(per_layer[layer]) for layer in sorted(per_layer)])
+
+
+def segment_profile(
+    encoder: PosFairEncoder,
+    texts: Sequence[str],
+    calibration: Optional[CalibrationConfig],
+    segments: int = 10,
+) -> np.ndarray:
+    """``[texts, segments]`` cosines between each text's embedding and its segments' plain embeddings."""
+    texts = check_texts(texts)
+    room = encoder.max_length - (len(encoder.tokenizer("x")["input_ids"]) - len(encoder.tokenizer("x", add_special_tokens=False)["input_ids"]))
+    profiles = []
+    for text in texts:
+        ids = encoder.tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"][:room]
+        if len(ids) < segments:
+            raise ValueError(f"a text of {len(ids)} tokens cannot be cut into {segments} segments")
+        bounds = np.linspace(0, len(ids), segments + 1).round().astype(int)
+        pieces = [encoder.tokenizer.decode(ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        whole = encoder.tokenizer.decode(ids)  # exactly the tokens the segments cover
+        document = encoder.encode([whole], calibration)[0]
+        parts = encoder.encode(pieces, None)
+        profiles.append(parts @ document)
+    return np.stack(profiles)
+
+
+def profile_summary(profile: np.ndarray) -> Dict[str, float]:
+    """Mean profile, and how unequal it is: (max - min) / max, and last-third minus first-third mean."""
+    mean = profile.mean(axis=0)
+    third = max(1, len(mean) // 3)
+    return {
+        "mean_profile": [float(v) for v in mean],
+        "spread": float((mean.max() - mean.min()) / mean.max()),
+        "end_minus_begin": float(mean[-third:].mean() - mean[:third].mean()),
+    }
+
+
+def diagnose(
+    encoder: PosFairEncoder,
+    texts: Sequence[str],
+    calibration: CalibrationConfig,
+    out_dir: Path,
+) -> Dict[str, object]:
+    """Write self_mass.png, segment_profile.png and diagnostics.json; return the numbers."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results: Dict[str, object] = {"model": encoder.model_name, "pooling": encoder.pooling, "calibration": calibration.tag(), "texts": len(texts)}
+    layers = set(calibration.resolve_layers(encoder.num_layers))
+    if encoder.pooling != "mean":
+        plain = self_mass_per_layer(encoder, texts, None)
+        calibrated = self_mass_per_layer(encoder, texts, calibration)
+        results["self_mass"] = {
+            "plain_median": [float(v) for v in np.median(plain, axis=1)],
+            "calibrated_median": [float(v) for v in np.median(calibrated, axis=1)],
+            "calibrated_layers": sorted(layers),
+        }
+        _plot_self_mass(plain, calibrated, layers, out_dir / "self_mass.png")
+    plain_profile = segment_profile(encoder, texts, None)
+    calibrated_profile = segment_profile(encoder, texts, calibration)
+    results["segment_profile"] = {"plain": profile_summary(plain_profile), "calibrated": profile_summary(calibrated_profile)}
+    _plot_profiles(plain_profile, calibrated_profile, out_dir / "segment_profile.png")
+    (out_dir / "diagnostics.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def _plot_self_mass(plain: np.ndarray, calibrated: np.ndarray, layers, path: Path) -> None:
+    figure, axis = plt.subplots(figsize=(max(6, plain.shape[0] * 0.9), 4))
+    count = plain.shape[0]
+    left = axis.boxplot(list(plain), positions=np.arange(count) - 0.18, widths=0.32, patch_artist=True, showfliers=False)
+    right = axis.boxplot(list(calibrated), positions=np.arange(count) + 0.18, widths=0.32, patch_artist=True, showfliers=False)
+    for box in left["boxes"]:
+        box.set_facecolor("#9ecae1")
+    for box in right["boxes"]:
+        box.set_facecolor("#fdae6b")
+    axis.set_xticks(range(count))
+    axis.set_xticklabels([f"{i}{'*' if i in layers else ''}" for i in range(count)])
+    axis.set_xlabel("layer (* calibrated)")
+    axis.set_ylabel("pooling token's attention to itself")
+    axis.legend([left["boxes"][0], right["boxes"][0]], ["plain", "calibrated"], fontsize=8)
+    axis.set_title("Pooling-token self-mass per layer (over heads and texts)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _plot_profiles(plain: np.ndarray, calibrated: np.ndarray, path: Path) -> None:
+    figure, axis = plt.subplots(figsize=(6, 4))
+    x = np.arange(1, plain.shape[1] + 1)
+    for profile, label in ((plain, "plain"), (calibrated, "calibrated")):
+        mean = profile.mean(axis=0)
+        spread = profile.std(axis=0) / np.sqrt(len(profile))
+        axis.plot(x, mean, marker="o", label=label)
+        axis.fill_between(x, mean - spread, mean + spread, alpha=0.2)
+    axis.set_xticks(x)
+    axis.set_xlabel("segment of the text (1 = start)")
+    axis.set_ylabel("cosine(text embedding, segment embedding)")
+    axis.set_title("Which part of a text its vector represents (flat = fair)")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

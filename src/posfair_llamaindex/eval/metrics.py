@@ -1,0 +1,79 @@
+"""Position-bias metrics (Zeng et al. 2025): nDCG@k with binary relevance, HM, PSI, and bootstrap intervals."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Set, Tuple
+
+import numpy as np
+
+
+def ndcg_at_k(ranked: Sequence[str], relevant: Set[str], k: int = 10) -> float:
+    """Binary-relevance nDCG@k of one ranking."""
+    if not relevant:
+        raise ValueError("a query needs at least one relevant document")
+    gains = sum(1.0 / math.log2(rank + 2) for rank, doc in enumerate(ranked[:k]) if doc in relevant)
+    ideal = sum(1.0 / math.log2(rank + 2) for rank in range(min(len(relevant), k)))
+    return gains / ideal
+
+
+def recall_at_k(ranked: Sequence[str], relevant: Set[str], k: int = 10) -> float:
+    if not relevant:
+        raise ValueError("a query needs at least one relevant document")
+    return len(set(ranked[:k]) & relevant) / len(relevant)
+
+
+def harmonic_mean(values: Iterable[float]) -> float:
+    """Harmonic mean; 0 when any value is 0 (a group retrieved nothing)."""
+    values = list(values)
+    if not values:
+        raise ValueError("harmonic mean of nothing")
+    if any(v < 0 for v in values):
+        raise ValueError("harmonic mean needs non-negative values")
+    if any(v == 0 for v in values):
+        return 0.0
+    return len(values) / sum(1.0 / v for v in values)
+
+
+def position_sensitivity_index(values: Iterable[float]) -> float:
+    """PSI = (max - min) / max over the positional groups; 0 is perfectly fair."""
+    values = list(values)
+    if not values:
+        raise ValueError("PSI of nothing")
+    top = max(values)
+    return 0.0 if top == 0 else (top - min(values)) / top
+
+
+def summarise(per_query: Mapping[str, np.ndarray], groups: Sequence[str]) -> Dict[str, float]:
+    """Group means, HM and PSI over ``groups``, and the aggregate mean over all queries."""
+    means = {g: float(per_query[g].mean()) for g in groups}
+    summary = {f"group:{g}": v for g, v in means.items()}
+    if len(groups) > 1:
+        summary["hm"] = harmonic_mean(means.values())
+        summary["psi"] = position_sensitivity_index(means.values())
+    summary["aggregate"] = float(np.concatenate([per_query[g] for g in groups]).mean())
+    return summary
+
+
+def bootstrap(
+    per_query: Mapping[str, np.ndarray],
+    groups: Sequence[str],
+    statistic: Callable[[Mapping[str, np.ndarray], Sequence[str]], Dict[str, float]] = summarise,
+    *,
+    samples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> Dict[str, Tuple[float, float, float]]:
+    """(point, low, high) for every entry of ``statistic``, resampling queries within each group."""
+    point = statistic(per_query, groups)
+    rng = np.random.default_rng(seed)
+    draws: Dict[str, List[float]] = {key: [] for key in point}
+    for _ in range(samples):
+        resampled = {g: per_query[g][rng.integers(0, len(per_query[g]), len(per_query[g]))] for g in groups}
+        for key, value in statistic(resampled, groups).items():
+            draws[key].append(value)
+    tail = (1.0 - level) / 2 * 100
+    return {
+        key: (value, float(np.percentile(draws[key], tail)), float(np.percentile(draws[key], 100 - tail)))
+        for key, value in point.items()
+    }

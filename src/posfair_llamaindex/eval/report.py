@@ -1,0 +1,113 @@
+"""Turning an EvalRun into markdown, JSON and a PNG chart."""
+
+from __future__ import annotations
+
+import json
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from posfair_llamaindex.eval.runner import EvalRun  # noqa: E402
+
+
+def _cell(values: Optional[tuple], digits: int = 1) -> str:
+    if values is None:
+        return "-"
+    point, low, high = values
+    return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def to_markdown(run: EvalRun) -> str:
+    groups = list(run.benchmark.groups)
+    positional = len(groups) > 1
+    head = ["config", "pooling"] + [f"nDCG@10 {g}" for g in groups if positional]
+    head += (["HM", "PSI"] if positional else []) + ["nDCG@10", "Recall@10", "doc s"]
+    lines = [
+        f"**{run.benchmark.describe()}**, model `{Path(run.model).name}`; 95% bootstrap intervals over queries.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for result in run.results:
+        s = result.summary
+        row = [result.config.name, result.pooling]
+        if positional:
+            row += [_cell(s.get(f"group:{g}")) for g in groups]
+            row += [_cell(s.get("hm")), _cell(s.get("psi"), 3)]
+        row += [_cell(s.get("aggregate")), _cell(result.recall_summary.get("aggregate")), f"{result.seconds:.0f}"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def to_json(run: EvalRun) -> Dict[str, Any]:
+    return {
+        "benchmark": run.benchmark.name,
+        "settings": run.benchmark.settings,
+        "documents": run.benchmark.document_count,
+        "queries": run.benchmark.query_count,
+        "groups": list(run.benchmark.groups),
+        "model": run.model,
+        "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "query_seconds": run.query_seconds,
+        "results": [
+            {
+                "name": r.config.name,
+                "mode": r.config.mode,
+                "pooling": r.pooling,
+                "calibration": r.config.calibration.tag() if r.config.mode == "calibrated" else None,
+                "chunker": r.config.chunker.model_dump() if r.config.chunker else None,
+                "fingerprint": r.fingerprint,
+                "document_seconds": r.seconds,
+                "ndcg_at_10": {k: list(v) for k, v in r.summary.items()},
+                "recall_at_10": {k: list(v) for k, v in r.recall_summary.items()},
+                "queries_per_group": {g: int(len(v)) for g, v in r.ndcg.items()},
+            }
+            for r in run.results
+        ],
+    }
+
+
+def plot_groups(run: EvalRun, path: Path, title: Optional[str] = None) -> Path:
+    """Grouped bars: nDCG@10 per positional group for every configuration, with 95% intervals."""
+    groups = list(run.benchmark.groups)
+    keys = [f"group:{g}" for g in groups] if len(groups) > 1 else ["aggregate"]
+    width = 0.8 / len(run.results)
+    figure, axis = plt.subplots(figsize=(max(6, 1.6 * len(groups) + 0.5 * len(run.results)), 4))
+    for index, result in enumerate(run.results):
+        points = [result.summary[k][0] for k in keys]
+        errors = [[p - result.summary[k][1] for p, k in zip(points, keys)], [result.summary[k][2] - p for p, k in zip(points, keys)]]
+        positions = [i + (index - (len(run.results) - 1) / 2) * width for i in range(len(keys))]
+        label = result.config.name
+        if "hm" in result.summary:
+            label += f" (HM {result.summary['hm'][0]:.1f}, PSI {result.summary['psi'][0]:.3f})"
+        axis.bar(positions, points, width, yerr=errors, capsize=3, label=label)
+    axis.set_xticks(range(len(keys)))
+    axis.set_xticklabels(groups if len(groups) > 1 else ["all"])
+    axis.set_ylabel("nDCG@10 (x100)")
+    axis.set_title(title or run.benchmark.describe().split(":")[0])
+    low = min(r.summary[k][1] for r in run.results for k in keys)
+    axis.set_ylim(max(0, low - 10), min(100, max(r.summary[k][2] for r in run.results for k in keys) + 5))
+    axis.legend(fontsize=8, loc="lower left")
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def write_report(run: EvalRun, out_dir: Path, stem: str) -> Dict[str, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out_dir / f"{stem}.md", "json": out_dir / f"{stem}.json", "png": out_dir / f"{stem}.png"}
+    paths["markdown"].write_text(to_markdown(run) + "\n")
+    paths["json"].write_text(json.dumps(to_json(run), indent=2) + "\n")
+    plot_groups(run, paths["png"])
+    return paths

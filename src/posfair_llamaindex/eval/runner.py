@@ -1,0 +1,151 @@
+"""Running encoder configurations over a benchmark through the public API.
+
+Queries are plain in every configuration, so their embeddings are computed once per pooling and
+shared. Documents are embedded with ``PosFairEmbedding.get_text_embedding_batch`` per configuration,
+optionally cached on disk by the embedding's fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.embedding import PosFairEmbedding
+from posfair_llamaindex.encoder import PosFairEncoder
+from posfair_llamaindex.eval.data import Benchmark, RetrievalTask
+from posfair_llamaindex.eval.metrics import bootstrap, ndcg_at_k, recall_at_k
+from posfair_llamaindex.sea import ChunkerConfig
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One way of encoding the documents."""
+
+    name: str
+    mode: str = "calibrated"
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    chunker: Optional[ChunkerConfig] = None
+    pooling: Optional[str] = None
+
+    @classmethod
+    def plain(cls, pooling: Optional[str] = None, name: str = "plain") -> "EvalConfig":
+        return cls(name, mode="plain", pooling=pooling)
+
+
+@dataclass
+class ConfigResult:
+    config: EvalConfig
+    pooling: str
+    fingerprint: str
+    seconds: float
+    ndcg: Dict[str, np.ndarray]  # group -> per-query nDCG@10
+    recall: Dict[str, np.ndarray]  # group -> per-query Recall@10
+    summary: Dict[str, tuple] = field(default_factory=dict)  # metric -> (point, low, high), nDCG x100
+    recall_summary: Dict[str, tuple] = field(default_factory=dict)
+
+
+@dataclass
+class EvalRun:
+    benchmark: Benchmark
+    model: str
+    results: List[ConfigResult]
+    query_seconds: Dict[str, float]
+
+
+def evaluate(
+    benchmark: Benchmark,
+    configs: Sequence[EvalConfig],
+    *,
+    model: str,
+    max_length: Optional[int] = None,
+    batch_size: int = 16,
+    device: Optional[str] = None,
+    cache_dir: Optional[Path] = None,
+    bootstrap_samples: int = 1000,
+    show_progress: bool = True,
+    k: int = 10,
+) -> EvalRun:
+    """Embed the benchmark's documents under every config and score every query; see :class:`EvalRun`."""
+    if not configs:
+        raise ValueError("give at least one configuration")
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"configuration names must be unique: {names}")
+    encoders: Dict[Optional[str], PosFairEncoder] = {}
+    query_vectors: Dict[str, List[np.ndarray]] = {}
+    query_seconds: Dict[str, float] = {}
+    results = []
+    for config in tqdm(configs, desc="configurations", disable=not show_progress):
+        if config.pooling not in encoders:
+            encoders[config.pooling] = PosFairEncoder(model, pooling=config.pooling, max_length=max_length, device=device)
+        encoder = encoders[config.pooling]
+        embedding = PosFairEmbedding(
+            model,
+            calibration=config.calibration,
+            mode=config.mode,
+            chunker=config.chunker if config.mode == "sea" else None,
+            encoder=encoder,
+            embed_batch_size=batch_size,
+        )
+        if encoder.pooling not in query_vectors:
+            start = time.perf_counter()
+            query_vectors[encoder.pooling] = [_encode_queries(embedding, task, batch_size) for task in benchmark.tasks]
+            query_seconds[encoder.pooling] = time.perf_counter() - start
+        start = time.perf_counter()
+        ndcg: Dict[str, list] = {g: [] for g in benchmark.groups}
+        recall: Dict[str, list] = {g: [] for g in benchmark.groups}
+        for task, queries in zip(benchmark.tasks, query_vectors[encoder.pooling]):
+            doc_ids = list(task.documents)
+            documents = _document_vectors(embedding, task, doc_ids, cache_dir, show_progress)
+            for query, ranked in zip(task.queries, _top_k(queries, documents, doc_ids, k)):
+                ndcg[query.group].append(ndcg_at_k(ranked, query.relevant, k))
+                recall[query.group].append(recall_at_k(ranked, query.relevant, k))
+        result = ConfigResult(
+            config, encoder.pooling, embedding.fingerprint(), time.perf_counter() - start,
+            {g: np.asarray(v) for g, v in ndcg.items()}, {g: np.asarray(v) for g, v in recall.items()},
+        )
+        groups = [g for g in benchmark.groups if len(result.ndcg[g])]
+        result.summary = _scaled(bootstrap(result.ndcg, groups, samples=bootstrap_samples))
+        result.recall_summary = _scaled(bootstrap(result.recall, groups, samples=bootstrap_samples))
+        results.append(result)
+    return EvalRun(benchmark, model, results, query_seconds)
+
+
+def _scaled(summary: Dict[str, tuple]) -> Dict[str, tuple]:
+    """nDCG and recall as percentages; PSI stays a ratio."""
+    return {key: tuple(v if key == "psi" else v * 100 for v in values) for key, values in summary.items()}
+
+
+def _encode_queries(embedding: PosFairEmbedding, task: RetrievalTask, batch_size: int) -> np.ndarray:
+    prefix = embedding.query_instruction or ""
+    texts = [prefix + q.text for q in task.queries]
+    return embedding.encoder.encode(texts, None, batch_size=max(batch_size, 64), normalize=True)
+
+
+def _document_vectors(embedding, task, doc_ids, cache_dir, show_progress) -> np.ndarray:
+    texts = [task.documents[d] for d in doc_ids]
+    path = None
+    if cache_dir is not None:
+        digest = hashlib.sha256("\x1e".join(doc_ids + texts).encode("utf-8")).hexdigest()[:16]
+        path = Path(cache_dir) / f"{embedding.fingerprint()}-{digest}.npy"
+        if path.is_file():
+            return np.load(path)
+    vectors = np.asarray(embedding.get_text_embedding_batch(texts, show_progress=show_progress), dtype=np.float32)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, vectors)
+    return vectors
+
+
+def _top_k(queries: np.ndarray, documents: np.ndarray, doc_ids: List[str], k: int) -> List[List[str]]:
+    scores = torch.from_numpy(queries) @ torch.from_numpy(documents).T
+    top = scores.topk(min(k, len(doc_ids)), dim=1).indices.tolist()
+    return [[doc_ids[i] for i in row] for row in top]

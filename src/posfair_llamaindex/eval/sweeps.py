@@ -1,0 +1,130 @@
+"""Sweeps over calibration settings: strength (the paper's Figure 4) and layers x basket size x variant (Table 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from posfair_llamaindex.config import CalibrationConfig  # noqa: E402
+from posfair_llamaindex.eval.runner import ConfigResult, EvalConfig, EvalRun  # noqa: E402
+
+STRENGTHS = tuple(round(0.05 * i, 2) for i in range(1, 21))
+GRID_LAYERS = ("last", 0.25, 0.5, 1.0)
+GRID_BASKETS = (64, 128, 256)
+VARIANTS = ("uniform", "cls_soft", "cls_hard")
+
+
+def strength_configs(base: CalibrationConfig, pooling: Optional[str], strengths: Sequence[float] = STRENGTHS) -> List[EvalConfig]:
+    configs = [EvalConfig.plain(pooling)]
+    for strength in strengths:
+        calibration = base.model_copy(update={"strength": float(strength)})
+        configs.append(EvalConfig(f"strength {strength:.2f}", calibration=calibration, pooling=pooling))
+    return configs
+
+
+def grid_configs(
+    pooling: Optional[str],
+    layers: Sequence = GRID_LAYERS,
+    baskets: Sequence[int] = GRID_BASKETS,
+    variants: Sequence[str] = VARIANTS,
+    strength: float = 0.5,
+) -> List[EvalConfig]:
+    configs = [EvalConfig.plain(pooling)]
+    for variant in variants:
+        for layer in layers:
+            for basket in baskets:
+                calibration = CalibrationConfig(variant=variant, layers=layer, basket_size=basket, strength=strength)
+                configs.append(EvalConfig(f"{variant} layers={layer} B={basket}", calibration=calibration, pooling=pooling))
+    return configs
+
+
+def _plain(run: EvalRun) -> ConfigResult:
+    for result in run.results:
+        if result.config.mode == "plain":
+            return result
+    raise ValueError("the run has no plain configuration to compare with")
+
+
+def plot_strength_sweep(run: EvalRun, path: Path) -> Path:
+    """Per-group nDCG@10 change against plain as strength grows, with 95% intervals of the calibrated runs."""
+    plain = _plain(run)
+    calibrated = [r for r in run.results if r.config.mode == "calibrated"]
+    strengths = [r.config.calibration.strength for r in calibrated]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for group in run.benchmark.groups:
+        key = f"group:{group}"
+        delta = [r.summary[key][0] - plain.summary[key][0] for r in calibrated]
+        low = [r.summary[key][1] - plain.summary[key][0] for r in calibrated]
+        high = [r.summary[key][2] - plain.summary[key][0] for r in calibrated]
+        left.plot(strengths, delta, marker="o", markersize=3, label=group)
+        left.fill_between(strengths, low, high, alpha=0.12)
+    left.axhline(0, color="black", linewidth=0.8)
+    left.set_xlabel("strength")
+    left.set_ylabel("nDCG@10 change vs plain (points)")
+    left.set_title("Per-group change")
+    left.legend(fontsize=8)
+    right.plot(strengths, [r.summary["hm"][0] for r in calibrated], marker="o", markersize=3, label="HM")
+    right.axhline(plain.summary["hm"][0], color="C0", linestyle="--", linewidth=0.8, label="HM plain")
+    twin = right.twinx()
+    twin.plot(strengths, [r.summary["psi"][0] for r in calibrated], color="C3", marker="s", markersize=3, label="PSI")
+    twin.axhline(plain.summary["psi"][0], color="C3", linestyle="--", linewidth=0.8, label="PSI plain")
+    right.set_xlabel("strength")
+    right.set_ylabel("HM of group nDCG@10")
+    twin.set_ylabel("PSI (lower is fairer)")
+    right.set_title("HM and PSI")
+    handles = right.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    right.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="center right")
+    figure.suptitle(run.benchmark.describe().split(":")[0] + f", pooling {plain.pooling}", fontsize=10)
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def findings(run: EvalRun, psi_target: float = 0.10, hm_gain: float = 3.0) -> Dict[str, object]:
+    """The best configuration by HM, and every one with PSI <= ``psi_target`` and HM >= plain + ``hm_gain``."""
+    plain = _plain(run)
+    calibrated = [r for r in run.results if r.config.mode != "plain"]
+    best = max(calibrated, key=lambda r: r.summary["hm"][0])
+    qualifying = [
+        r.config.name for r in calibrated
+        if r.summary["psi"][0] <= psi_target and r.summary["hm"][0] >= plain.summary["hm"][0] + hm_gain
+    ]
+    fairest = min(calibrated, key=lambda r: r.summary["psi"][0])
+    return {
+        "plain": {"hm": plain.summary["hm"][0], "psi": plain.summary["psi"][0]},
+        "best_hm": {"name": best.config.name, "hm": best.summary["hm"][0], "psi": best.summary["psi"][0]},
+        "lowest_psi": {"name": fairest.config.name, "hm": fairest.summary["hm"][0], "psi": fairest.summary["psi"][0]},
+        f"psi<={psi_target} and hm>=plain+{hm_gain}": qualifying,
+    }
+
+
+def grid_markdown(run: EvalRun) -> str:
+    """HM / PSI for every grid cell, one table per variant (rows layers, columns basket sizes)."""
+    plain = _plain(run)
+    cells: Dict[str, Dict[tuple, ConfigResult]] = {}
+    for result in run.results:
+        if result.config.mode != "calibrated":
+            continue
+        c = result.config.calibration
+        cells.setdefault(c.variant, {})[(c.layers, c.basket_size)] = result
+    lines = [f"plain: HM {plain.summary['hm'][0]:.1f}, PSI {plain.summary['psi'][0]:.3f}. Cells: HM / PSI.", ""]
+    for variant, by_cell in cells.items():
+        layers = list(dict.fromkeys(key[0] for key in by_cell))
+        baskets = sorted({key[1] for key in by_cell})
+        lines += [f"**{variant}**", "", "| layers | " + " | ".join(f"B={b}" for b in baskets) + " |", "|---" * (len(baskets) + 1) + "|"]
+        for layer in layers:
+            row = []
+            for basket in baskets:
+                result = by_cell.get((layer, basket))
+                row.append("-" if result is None else f"{result.summary['hm'][0]:.1f} / {result.summary['psi'][0]:.3f}")
+            lines.append(f"| {layer} | " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
