@@ -115,7 +115,7 @@ def _all_rows_calibrated(module, query, key, value, attention_mask, scaling, dro
         rows = probs.reshape(n, heads * (stop - start), k_len)
         used = calibrate_rows(rows, plan.layout, plan.config).view(n, heads, stop - start, k_len)
         out[:, start:stop] = _weighted_values(used, value).transpose(1, 2).to(out.dtype)
-    if not bool(plan.layout.calibrated.all()):
+    if not plan.layout.all_calibrated:
         # short documents stay bit-for-bit plain, whatever else shares their batch
         plain, _ = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         out = torch.where(plan.layout.calibrated[:, None, None, None], out, plain)

@@ -298,9 +298,12 @@ def run_collections(args) -> int:
 def _quiet_libraries() -> None:
     """Keep the terminal for posfair's own progress bars and messages."""
     import logging
+    import warnings
 
     from transformers.utils import logging as transformers_logging
 
+    # an unreachable server is reported by posfair itself, in one line
+    warnings.filterwarnings("ignore", message="Failed to obtain server version")
     transformers_logging.disable_progress_bar()
     transformers_logging.set_verbosity_error()
     # SimpleDirectoryReader warns about optional readers that .txt/.md never need

@@ -147,6 +147,11 @@ class PosFairEmbedding(BaseEmbedding):
     def dimension(self) -> int:
         return self._encoder.dimension
 
+    @property
+    def segmenter(self) -> Optional[SegmentEmbedAverage]:
+        """The SEA chunk-and-average embedder (mode ``"sea"`` only), e.g. to inspect ``segmenter.split(text)``."""
+        return self._sea
+
     # ------------------------------------------------------------------ what produced the vectors
     def tag(self) -> Dict[str, Any]:
         """Everything that decides what a document vector means, plus where it came from.

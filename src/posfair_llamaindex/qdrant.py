@@ -76,7 +76,19 @@ def describe_client(client: Any) -> str:
     return str(location) if location else type(client).__name__
 
 
-_TRANSIENT = (ResponseHandlingException, ConnectionError, TimeoutError, OSError)
+def _transient_errors() -> tuple:
+    """Errors that mean "no answer": qdrant-client wraps HTTP transport errors; gRPC raises RpcError."""
+    errors = [ResponseHandlingException, ConnectionError, TimeoutError]
+    try:
+        import grpc
+
+        errors.append(grpc.RpcError)
+    except ImportError:  # gRPC is optional in qdrant-client
+        pass
+    return tuple(errors)
+
+
+_TRANSIENT = _transient_errors()
 
 
 def with_retries(call: Callable[[], T], *, what: str, target: str, retries: int = 3, backoff_s: float = 0.5) -> T:

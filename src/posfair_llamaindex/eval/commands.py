@@ -45,6 +45,7 @@ def register(commands, model_options: argparse.ArgumentParser) -> None:
         "'grid': layers x basket size x variant. Both on SQuAD-LongPosQ.",
     )
     sweep.add_argument("kind", choices=["strength", "grid"])
+    sweep.add_argument("--strengths", default=None, help="comma list of strengths for 'strength' (0.05..1.0 by 0.05)")
     sweep.set_defaults(handler=run_sweep)
 
     diagnose = commands.add_parser(
@@ -162,7 +163,9 @@ def run_sweep(args) -> int:
     )
     pooling = args.pooling or "model-pooling"
     if args.kind == "strength":
-        run = _run(args, strength_configs(_calibration(args), args.pooling), benchmark, f"sweep-strength-{pooling}")
+        strengths = [float(v) for v in args.strengths.split(",")] if args.strengths else None
+        configs = strength_configs(_calibration(args), args.pooling, *([strengths] if strengths else []))
+        run = _run(args, configs, benchmark, f"sweep-strength-{pooling}")
         print(f"wrote {plot_strength_sweep(run, Path(args.out) / f'sweep-strength-{pooling}-deltas.png')}")
     else:
         run = _run(args, grid_configs(args.pooling), benchmark, f"sweep-grid-{pooling}")

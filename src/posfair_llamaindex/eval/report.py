@@ -16,6 +16,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from posfair_llamaindex.eval.runner import EvalRun  # noqa: E402
 
 
+def display_name(model: str) -> str:
+    """A model id as people read it: the hub id, or the last two parts of a local path."""
+    path = Path(model)
+    return "/".join(path.parts[-2:]) if path.is_absolute() else model
+
+
 def _cell(values: Optional[tuple], digits: int = 1) -> str:
     if values is None:
         return "-"
@@ -29,7 +35,7 @@ def to_markdown(run: EvalRun) -> str:
     head = ["config", "pooling"] + [f"nDCG@10 {g}" for g in groups if positional]
     head += (["HM", "PSI"] if positional else []) + ["nDCG@10", "Recall@10", "doc s"]
     lines = [
-        f"**{run.benchmark.describe()}**, model `{Path(run.model).name}`; 95% bootstrap intervals over queries.",
+        f"**{run.benchmark.describe()}**, model `{display_name(run.model)}`; 95% bootstrap intervals over queries.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -91,7 +97,8 @@ def plot_groups(run: EvalRun, path: Path, title: Optional[str] = None) -> Path:
     axis.set_xticks(range(len(keys)))
     axis.set_xticklabels(groups if len(groups) > 1 else ["all"])
     axis.set_ylabel("nDCG@10 (x100)")
-    axis.set_title(title or run.benchmark.describe().split(":")[0])
+    poolings = ", ".join(sorted({r.pooling for r in run.results}))
+    axis.set_title(title or f"{run.benchmark.describe().split(':')[0]}: {display_name(run.model)}, {poolings} pooling", fontsize=10)
     low = min(r.summary[k][1] for r in run.results for k in keys)
     axis.set_ylim(max(0, low - 10), min(100, max(r.summary[k][2] for r in run.results for k in keys) + 5))
     axis.legend(fontsize=8, loc="lower left")
