@@ -226,6 +226,7 @@ def squad_corpus(articles=25, per_article=4, budget_words=330):
     return docs, questions
 
 
+@pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason=f"shared data not found at {SHARED_DATA} (set POSFAIR_DATA)")
 def test_real_corpus_retrieval(qdrant, embed_model):
     docs, questions = squad_corpus()
     sample = random.Random(0).sample(questions, 50)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ from transformers import (
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
-SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+# the shared evaluation data lives beside the project, never inside it; POSFAIR_DATA may point elsewhere
+SHARED_DATA = Path(os.environ.get("POSFAIR_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
 
 
 def minilm_path() -> str:
