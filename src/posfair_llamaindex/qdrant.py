@@ -170,6 +170,36 @@ def _create_args(name: str, embed_model: PosFairEmbedding) -> Dict[str, Any]:
     )
 
 
+def _ensure_steps(collection_name: str, embed_model: PosFairEmbedding, recreate: bool, local: bool):
+    """Create the tagged collection or check the existing one's tag, as a sequence of client calls.
+
+    Written once as a generator that yields ``(method, args, kwargs)`` and receives each call's result
+    (or its exception), so the sync and the async client run exactly the same procedure. The tag goes in
+    with ``create_collection`` itself: a collection never exists without its tag.
+    """
+    if (yield "collection_exists", (collection_name,), {}):
+        info = yield "get_collection", (collection_name,), {}
+        try:
+            _check_existing(collection_name, info, embed_model)
+            return False
+        except CollectionTagMismatchError:
+            if not recreate:
+                raise
+            logger.warning("recreating Qdrant collection %r with a new tag", collection_name)
+            yield "delete_collection", (collection_name,), {}
+    try:
+        yield "create_collection", (), _create_args(collection_name, embed_model)
+    except (ValueError, RuntimeError) as error:
+        if "already exists" not in str(error):
+            raise
+        # another writer created it between our check and our create: its tag must match ours
+        _check_existing(collection_name, (yield "get_collection", (collection_name,), {}), embed_model)
+        return False
+    if not local:  # embedded Qdrant ignores payload indexes (and warns)
+        yield "create_payload_index", (collection_name, DOCUMENT_ID_KEY, rest.PayloadSchemaType.KEYWORD), {}
+    return True
+
+
 def ensure_tagged_collection(
     client: QdrantClient,
     collection_name: str,
@@ -179,40 +209,23 @@ def ensure_tagged_collection(
     retries: int = 3,
     backoff_s: float = 0.5,
 ) -> bool:
-    """Create the tagged collection, or check the existing one's tag. Returns True when it was created.
-
-    The tag goes in with ``create_collection`` itself, so a collection never exists without its tag.
-    """
+    """Create the tagged collection, or check the existing one's tag. Returns True when it was created."""
     _check_embed_model(embed_model)
+    steps = _ensure_steps(collection_name, embed_model, recreate, _is_local(client))
     target = describe_client(client)
-
-    def retry(call, what):
-        return with_retries(call, what=what, target=target, retries=retries, backoff_s=backoff_s)
-
-    if retry(lambda: client.collection_exists(collection_name), "collection_exists"):
-        info = retry(lambda: client.get_collection(collection_name), "get_collection")
+    outcome: Any = None
+    failed = False
+    while True:
         try:
-            _check_existing(collection_name, info, embed_model)
-            return False
-        except CollectionTagMismatchError:
-            if not recreate:
-                raise
-            logger.warning("recreating Qdrant collection %r with a new tag", collection_name)
-            retry(lambda: client.delete_collection(collection_name), "delete_collection")
-    try:
-        retry(lambda: client.create_collection(**_create_args(collection_name, embed_model)), "create_collection")
-    except (ValueError, RuntimeError) as error:
-        if "already exists" not in str(error):
-            raise
-        # another writer created it between our check and our create: its tag must match ours
-        _check_existing(collection_name, retry(lambda: client.get_collection(collection_name), "get_collection"), embed_model)
-        return False
-    if not _is_local(client):  # embedded Qdrant ignores payload indexes (and warns)
-        retry(
-            lambda: client.create_payload_index(collection_name, DOCUMENT_ID_KEY, rest.PayloadSchemaType.KEYWORD),
-            "create_payload_index",
-        )
-    return True
+            method, args, kwargs = steps.throw(outcome) if failed else steps.send(outcome)
+        except StopIteration as done:
+            return done.value
+        try:
+            call = getattr(client, method)
+            outcome = with_retries(lambda: call(*args, **kwargs), what=method, target=target, retries=retries, backoff_s=backoff_s)
+            failed = False
+        except Exception as error:  # handed to the procedure, which decides
+            outcome, failed = error, True
 
 
 async def aensure_tagged_collection(
@@ -224,36 +237,23 @@ async def aensure_tagged_collection(
     retries: int = 3,
     backoff_s: float = 0.5,
 ) -> bool:
-    """The async twin of :func:`ensure_tagged_collection`."""
+    """The async twin of :func:`ensure_tagged_collection`: the same procedure on an ``AsyncQdrantClient``."""
     _check_embed_model(embed_model)
+    steps = _ensure_steps(collection_name, embed_model, recreate, _is_local(aclient))
     target = describe_client(aclient)
-
-    async def retry(call, what):
-        return await awith_retries(call, what=what, target=target, retries=retries, backoff_s=backoff_s)
-
-    if await retry(lambda: aclient.collection_exists(collection_name), "collection_exists"):
-        info = await retry(lambda: aclient.get_collection(collection_name), "get_collection")
+    outcome: Any = None
+    failed = False
+    while True:
         try:
-            _check_existing(collection_name, info, embed_model)
-            return False
-        except CollectionTagMismatchError:
-            if not recreate:
-                raise
-            await retry(lambda: aclient.delete_collection(collection_name), "delete_collection")
-    try:
-        await retry(lambda: aclient.create_collection(**_create_args(collection_name, embed_model)), "create_collection")
-    except (ValueError, RuntimeError) as error:
-        if "already exists" not in str(error):
-            raise
-        info = await retry(lambda: aclient.get_collection(collection_name), "get_collection")
-        _check_existing(collection_name, info, embed_model)
-        return False
-    if not _is_local(aclient):
-        await retry(
-            lambda: aclient.create_payload_index(collection_name, DOCUMENT_ID_KEY, rest.PayloadSchemaType.KEYWORD),
-            "create_payload_index",
-        )
-    return True
+            method, args, kwargs = steps.throw(outcome) if failed else steps.send(outcome)
+        except StopIteration as done:
+            return done.value
+        try:
+            call = getattr(aclient, method)
+            outcome = await awith_retries(lambda: call(*args, **kwargs), what=method, target=target, retries=retries, backoff_s=backoff_s)
+            failed = False
+        except Exception as error:
+            outcome, failed = error, True
 
 
 def _is_local(client: Any) -> bool:

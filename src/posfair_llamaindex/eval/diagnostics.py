@@ -21,6 +21,7 @@ import torch  # noqa: E402
 
 from posfair_llamaindex.config import CalibrationConfig  # noqa: E402
 from posfair_llamaindex.encoder import PosFairEncoder, check_texts  # noqa: E402
+from posfair_llamaindex.eval.report import save_figure  # noqa: E402
 from posfair_llamaindex.pooling import pooling_positions  # noqa: E402
 
 
@@ -121,9 +122,7 @@ def _plot_self_mass(plain: np.ndarray, calibrated: np.ndarray, layers, path: Pat
     axis.set_ylabel("pooling token's attention to itself")
     axis.legend([left["boxes"][0], right["boxes"][0]], ["plain", "calibrated"], fontsize=8)
     axis.set_title("Pooling-token self-mass per layer (over heads and texts)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 def _plot_profiles(plain: np.ndarray, calibrated: np.ndarray, path: Path) -> None:
@@ -139,6 +138,4 @@ def _plot_profiles(plain: np.ndarray, calibrated: np.ndarray, path: Path) -> Non
     axis.set_ylabel("cosine(text embedding, segment embedding)")
     axis.set_title("Which part of a text its vector represents (flat = fair)")
     axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path)

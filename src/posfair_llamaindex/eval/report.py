@@ -102,6 +102,11 @@ def plot_groups(run: EvalRun, path: Path, title: Optional[str] = None) -> Path:
     low = min(r.summary[k][1] for r in run.results for k in keys)
     axis.set_ylim(max(0, low - 10), min(100, max(r.summary[k][2] for r in run.results for k in keys) + 5))
     axis.legend(fontsize=8, loc="lower left")
+    return save_figure(figure, path)
+
+
+def save_figure(figure, path: Path) -> Path:
+    """Lay out, write as PNG (creating the folder) and free a matplotlib figure."""
     figure.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

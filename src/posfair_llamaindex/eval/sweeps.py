@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from posfair_llamaindex.config import CalibrationConfig  # noqa: E402
+from posfair_llamaindex.eval.report import save_figure  # noqa: E402
 from posfair_llamaindex.eval.runner import ConfigResult, EvalConfig, EvalRun  # noqa: E402
 
 STRENGTHS = tuple(round(0.05 * i, 2) for i in range(1, 21))
@@ -80,12 +81,7 @@ def plot_strength_sweep(run: EvalRun, path: Path) -> Path:
     handles = right.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
     right.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="center right")
     figure.suptitle(run.benchmark.describe().split(":")[0] + f", pooling {plain.pooling}", fontsize=10)
-    figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def findings(run: EvalRun, psi_target: float = 0.10, hm_gain: float = 3.0) -> Dict[str, object]:
