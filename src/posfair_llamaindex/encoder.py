@@ -125,7 +125,7 @@ class PosFairEncoder:
         )
 
     def _probe_layers(self) -> int:
-        """Run four tokens through the model and count the layers that called the registered function."""
+        """Run a few tokens through the model and count the layers that called the registered function."""
         seen: List[Optional[int]] = []
         ids = self.tokenizer("probe", return_tensors="pt")
         with torch.inference_mode():

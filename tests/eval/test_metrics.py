@@ -58,3 +58,16 @@ def test_summarise_and_bootstrap():
     point, low, high = intervals["group:begin"]
     assert point == 0.75 and 0.5 <= low <= point <= high <= 1.0
     assert intervals["group:end"] == (0.25, 0.25, 0.25)  # no spread, no interval
+
+
+def test_paired_difference():
+    from posfair_llamaindex.eval.metrics import paired_difference
+
+    base = np.array([0.2, 0.5, 0.9, 0.1, 0.7, 0.3])
+    point, low, high = paired_difference(base + 0.05, base, samples=200)
+    assert point == pytest.approx(0.05) and low == pytest.approx(0.05) and high == pytest.approx(0.05)
+    noisy = base + np.array([0.1, -0.1, 0.1, -0.1, 0.1, -0.1])
+    point, low, high = paired_difference(noisy, base, samples=500)
+    assert point == pytest.approx(0.0, abs=1e-12) and low < 0 < high
+    with pytest.raises(ValueError, match="same queries"):
+        paired_difference(base[:3], base)

@@ -40,6 +40,11 @@ def test_end_to_end_run_and_report(small_squad, tmp_path):
             assert low <= point <= high
             assert 0 <= point <= (1 if key == "psi" else 100)
     assert len({plain.fingerprint, calibrated.fingerprint, sea.fingerprint}) == 3
+    assert plain.delta_vs_plain is None
+    low, high = calibrated.delta_vs_plain[1:]
+    assert low <= calibrated.delta_vs_plain[0] <= high
+    aggregate_gap = calibrated.summary["aggregate"][0] - plain.summary["aggregate"][0]
+    assert calibrated.delta_vs_plain[0] == pytest.approx(aggregate_gap, abs=1e-6)
     paths = write_report(run, tmp_path / "out", "squad")
     report = json.loads(paths["json"].read_text())
     assert [r["name"] for r in report["results"]] == ["plain", "default", "sea"]

@@ -77,3 +77,20 @@ def bootstrap(
         key: (value, float(np.percentile(draws[key], tail)), float(np.percentile(draws[key], 100 - tail)))
         for key, value in point.items()
     }
+
+
+def paired_difference(
+    ours: np.ndarray, theirs: np.ndarray, *, samples: int = 1000, seed: int = 0, level: float = 0.95
+) -> Tuple[float, float, float]:
+    """Mean of ``ours - theirs`` over the same queries, with a paired bootstrap interval.
+
+    Pairing removes the variance that both runs share (hard queries are hard for both), so a small but
+    consistent change can be told apart from noise where two unpaired intervals overlap.
+    """
+    if ours.shape != theirs.shape:
+        raise ValueError(f"paired results need the same queries: {ours.shape} vs {theirs.shape}")
+    delta = ours - theirs
+    rng = np.random.default_rng(seed)
+    means = [delta[rng.integers(0, len(delta), len(delta))].mean() for _ in range(samples)]
+    tail = (1.0 - level) / 2 * 100
+    return float(delta.mean()), float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))

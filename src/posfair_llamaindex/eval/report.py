@@ -22,6 +22,13 @@ def display_name(model: str) -> str:
     return "/".join(path.parts[-2:]) if path.is_absolute() else model
 
 
+def _signed(values: Optional[tuple]) -> str:
+    if values is None:
+        return "-"
+    point, low, high = values
+    return f"{point:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
 def _cell(values: Optional[tuple], digits: int = 1) -> str:
     if values is None:
         return "-"
@@ -33,7 +40,7 @@ def to_markdown(run: EvalRun) -> str:
     groups = list(run.benchmark.groups)
     positional = len(groups) > 1
     head = ["config", "pooling"] + [f"nDCG@10 {g}" for g in groups if positional]
-    head += (["HM", "PSI"] if positional else []) + ["nDCG@10", "Recall@10", "doc s"]
+    head += (["HM", "PSI"] if positional else []) + ["nDCG@10", "Δ nDCG@10 vs plain (paired)", "Recall@10", "doc s"]
     lines = [
         f"**{run.benchmark.describe()}**, model `{display_name(run.model)}`; 95% bootstrap intervals over queries.",
         "",
@@ -46,7 +53,8 @@ def to_markdown(run: EvalRun) -> str:
         if positional:
             row += [_cell(s.get(f"group:{g}")) for g in groups]
             row += [_cell(s.get("hm")), _cell(s.get("psi"), 3)]
-        row += [_cell(s.get("aggregate")), _cell(result.recall_summary.get("aggregate")), f"{result.seconds:.0f}"]
+        row += [_cell(s.get("aggregate")), _signed(result.delta_vs_plain), _cell(result.recall_summary.get("aggregate"))]
+        row.append(f"{result.seconds:.0f}")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -73,6 +81,7 @@ def to_json(run: EvalRun) -> Dict[str, Any]:
                 "document_seconds": r.seconds,
                 "ndcg_at_10": {k: list(v) for k, v in r.summary.items()},
                 "recall_at_10": {k: list(v) for k, v in r.recall_summary.items()},
+                "delta_ndcg_at_10_vs_plain_paired": list(r.delta_vs_plain) if r.delta_vs_plain else None,
                 "queries_per_group": {g: int(len(v)) for g, v in r.ndcg.items()},
             }
             for r in run.results

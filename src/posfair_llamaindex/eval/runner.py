@@ -21,7 +21,7 @@ from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.encoder import PosFairEncoder
 from posfair_llamaindex.eval.data import Benchmark, RetrievalTask
-from posfair_llamaindex.eval.metrics import bootstrap, ndcg_at_k, recall_at_k
+from posfair_llamaindex.eval.metrics import bootstrap, ndcg_at_k, paired_difference, recall_at_k
 from posfair_llamaindex.sea import ChunkerConfig
 
 
@@ -50,6 +50,8 @@ class ConfigResult:
     recall: Dict[str, np.ndarray]  # group -> per-query Recall@10
     summary: Dict[str, tuple] = field(default_factory=dict)  # metric -> (point, low, high), nDCG x100
     recall_summary: Dict[str, tuple] = field(default_factory=dict)
+    # aggregate nDCG@10 minus the first plain configuration's, paired over the same queries (x100)
+    delta_vs_plain: Optional[tuple] = None
 
 
 @dataclass
@@ -116,7 +118,19 @@ def evaluate(
         result.summary = _scaled(bootstrap(result.ndcg, groups, samples=bootstrap_samples))
         result.recall_summary = _scaled(bootstrap(result.recall, groups, samples=bootstrap_samples))
         results.append(result)
+    _compare_with_plain(results, benchmark.groups, bootstrap_samples)
     return EvalRun(benchmark, model, results, query_seconds)
+
+
+def _compare_with_plain(results: List[ConfigResult], groups: Sequence[str], samples: int) -> None:
+    plain = next((r for r in results if r.config.mode == "plain"), None)
+    if plain is None:
+        return
+    base = np.concatenate([plain.ndcg[g] for g in groups])
+    for result in results:
+        if result is not plain:
+            ours = np.concatenate([result.ndcg[g] for g in groups])
+            result.delta_vs_plain = tuple(v * 100 for v in paired_difference(ours, base, samples=max(samples, 1)))
 
 
 def _scaled(summary: Dict[str, tuple]) -> Dict[str, tuple]:
