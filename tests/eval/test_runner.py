@@ -57,6 +57,8 @@ def test_end_to_end_run_and_report(small_squad, tmp_path):
     again = evaluate(small_squad, configs[:2], model=minilm_path(), cache_dir=tmp_path / "cache", bootstrap_samples=10, show_progress=False)
     for group in data.GROUPS:
         np.testing.assert_array_equal(again.results[1].ndcg[group], calibrated.ndcg[group])
+    assert calibrated.seconds > 0 and again.results[1].seconds is None
+    assert "| cached |" in to_markdown(again)
 
 
 def test_sweep_helpers(small_squad, tmp_path):

@@ -54,7 +54,7 @@ def to_markdown(run: EvalRun) -> str:
             row += [_cell(s.get(f"group:{g}")) for g in groups]
             row += [_cell(s.get("hm")), _cell(s.get("psi"), 3)]
         row += [_cell(s.get("aggregate")), _signed(result.delta_vs_plain), _cell(result.recall_summary.get("aggregate"))]
-        row.append(f"{result.seconds:.0f}")
+        row.append("cached" if result.seconds is None else f"{result.seconds:.0f}")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

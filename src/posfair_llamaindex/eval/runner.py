@@ -45,7 +45,7 @@ class ConfigResult:
     config: EvalConfig
     pooling: str
     fingerprint: str
-    seconds: float
+    seconds: Optional[float]  # document embedding time; None when every document came from the cache
     ndcg: Dict[str, np.ndarray]  # group -> per-query nDCG@10
     recall: Dict[str, np.ndarray]  # group -> per-query Recall@10
     summary: Dict[str, tuple] = field(default_factory=dict)  # metric -> (point, low, high), nDCG x100
@@ -102,16 +102,18 @@ def evaluate(
             query_vectors[encoder.pooling] = [_encode_queries(embedding, task, batch_size) for task in benchmark.tasks]
             query_seconds[encoder.pooling] = time.perf_counter() - start
         start = time.perf_counter()
+        computed = False
         ndcg: Dict[str, list] = {g: [] for g in benchmark.groups}
         recall: Dict[str, list] = {g: [] for g in benchmark.groups}
         for task, queries in zip(benchmark.tasks, query_vectors[encoder.pooling]):
             doc_ids = list(task.documents)
-            documents = _document_vectors(embedding, task, doc_ids, cache_dir, show_progress)
+            documents, fresh = _document_vectors(embedding, task, doc_ids, cache_dir, show_progress)
+            computed = computed or fresh
             for query, ranked in zip(task.queries, _top_k(queries, documents, doc_ids, k)):
                 ndcg[query.group].append(ndcg_at_k(ranked, query.relevant, k))
                 recall[query.group].append(recall_at_k(ranked, query.relevant, k))
         result = ConfigResult(
-            config, encoder.pooling, embedding.fingerprint(), time.perf_counter() - start,
+            config, encoder.pooling, embedding.fingerprint(), time.perf_counter() - start if computed else None,
             {g: np.asarray(v) for g, v in ndcg.items()}, {g: np.asarray(v) for g, v in recall.items()},
         )
         groups = [g for g in benchmark.groups if len(result.ndcg[g])]
@@ -144,19 +146,20 @@ def _encode_queries(embedding: PosFairEmbedding, task: RetrievalTask, batch_size
     return embedding.encoder.encode(texts, None, batch_size=max(batch_size, 64), normalize=True)
 
 
-def _document_vectors(embedding, task, doc_ids, cache_dir, show_progress) -> np.ndarray:
+def _document_vectors(embedding, task, doc_ids, cache_dir, show_progress) -> tuple:
+    """The task's document vectors, and whether they were computed (False: read from the cache)."""
     texts = [task.documents[d] for d in doc_ids]
     path = None
     if cache_dir is not None:
         digest = hashlib.sha256("\x1e".join(doc_ids + texts).encode("utf-8")).hexdigest()[:16]
         path = Path(cache_dir) / f"{embedding.fingerprint()}-{digest}.npy"
         if path.is_file():
-            return np.load(path)
+            return np.load(path), False
     vectors = np.asarray(embedding.get_text_embedding_batch(texts, show_progress=show_progress), dtype=np.float32)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, vectors)
-    return vectors
+    return vectors, True
 
 
 def _top_k(queries: np.ndarray, documents: np.ndarray, doc_ids: List[str], k: int) -> List[List[str]]:
