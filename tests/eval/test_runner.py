@@ -52,6 +52,7 @@ def test_end_to_end_run_and_report(small_squad, tmp_path):
     assert paths["png"].stat().st_size > 5000
     markdown = to_markdown(run)
     assert "| plain | first |" in markdown and "HM" in markdown and "PSI" in markdown
+    assert "model `all-MiniLM-L6-v2`" in markdown  # the offline package is named, not its install path
     assert len(list((tmp_path / "cache").glob("*.npy"))) == 3
     # the cache serves a second run with identical scores
     again = evaluate(small_squad, configs[:2], model=minilm_path(), cache_dir=tmp_path / "cache", bootstrap_samples=10, show_progress=False)

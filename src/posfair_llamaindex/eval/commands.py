@@ -74,6 +74,14 @@ def _calibration(args):
     return CalibrationConfig(**settings)
 
 
+def _custom_name(calibration) -> str:
+    """Name a custom configuration by its settings so that reports say what was run."""
+    name = f"custom ({calibration.variant}, strength {calibration.strength:g}, basket {calibration.basket_size}, layers {calibration.layers}"
+    if calibration.variant == "cls_hard":
+        name += f", hard weight {calibration.hard_weight:g}"
+    return name + ")"
+
+
 def _configs(args) -> list:
     from posfair_llamaindex.config import CalibrationConfig
     from posfair_llamaindex.eval.runner import EvalConfig
@@ -91,7 +99,8 @@ def _configs(args) -> list:
             chunker = ChunkerConfig(**{k: v for k, v in (("kind", args.chunker), ("chunk_size", args.chunk_tokens)) if v is not None})
             configs.append(EvalConfig("sea", mode="sea", chunker=chunker, pooling=args.pooling))
         elif name == "custom":
-            configs.append(EvalConfig("custom", calibration=_calibration(args), pooling=args.pooling))
+            calibration = _calibration(args)
+            configs.append(EvalConfig(_custom_name(calibration), calibration=calibration, pooling=args.pooling))
         else:
             raise ValueError(f"unknown configuration {name!r}; choose from {', '.join(NAMED_CONFIGS)}")
     return configs

