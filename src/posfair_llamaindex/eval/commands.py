@@ -24,7 +24,7 @@ def register(commands, model_options: argparse.ArgumentParser) -> None:
     group.add_argument("--word-budget", type=int, default=None, help="build ~N-word documents instead (long-context models)")
     group.add_argument("--exact-offsets", action="store_true", help="keep only questions whose answer offset is exact")
     group.add_argument("--cache-dir", default=None, help="reuse document embeddings across runs")
-    group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% intervals")
+    group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% intervals (1000)")
     group.add_argument("--seed", type=int, default=0)
 
     evaluate = commands.add_parser(
