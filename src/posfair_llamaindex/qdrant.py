@@ -96,32 +96,32 @@ def with_retries(call: Callable[[], T], *, what: str, target: str, retries: int 
     for attempt in range(retries + 1):
         try:
             return call()
-        except UnexpectedResponse as error:
-            raise _refused(error, what, target) from None
-        except _TRANSIENT as error:
-            if attempt == retries:
-                raise QdrantUnavailableError(
-                    f"Qdrant at {target} did not answer ({what}) after {retries + 1} attempts: {_root(error)}"
-                ) from None
-            delay = backoff_s * 2**attempt
-            logger.warning("Qdrant at %s: %s failed (%s); retrying in %.1fs", target, what, _root(error), delay)
-            time.sleep(delay)
+        except (UnexpectedResponse, *_TRANSIENT) as error:
+            time.sleep(_delay_after(error, attempt, what=what, target=target, retries=retries, backoff_s=backoff_s))
     raise AssertionError("unreachable")
 
 
 async def awith_retries(call, *, what: str, target: str, retries: int = 3, backoff_s: float = 0.5):
+    """The async twin of :func:`with_retries`: ``call`` returns an awaitable."""
     for attempt in range(retries + 1):
         try:
             return await call()
-        except UnexpectedResponse as error:
-            raise _refused(error, what, target) from None
-        except _TRANSIENT as error:
-            if attempt == retries:
-                raise QdrantUnavailableError(
-                    f"Qdrant at {target} did not answer ({what}) after {retries + 1} attempts: {_root(error)}"
-                ) from None
-            await asyncio.sleep(backoff_s * 2**attempt)
+        except (UnexpectedResponse, *_TRANSIENT) as error:
+            await asyncio.sleep(_delay_after(error, attempt, what=what, target=target, retries=retries, backoff_s=backoff_s))
     raise AssertionError("unreachable")
+
+
+def _delay_after(error: Exception, attempt: int, *, what: str, target: str, retries: int, backoff_s: float) -> float:
+    """How long to wait after a failed attempt; raises instead when the failure is final."""
+    if isinstance(error, UnexpectedResponse):  # the server answered: retrying will not change its mind
+        raise _refused(error, what, target) from None
+    if attempt == retries:
+        raise QdrantUnavailableError(
+            f"Qdrant at {target} did not answer ({what}) after {retries + 1} attempts: {_root(error)}"
+        ) from None
+    delay = backoff_s * 2**attempt
+    logger.warning("Qdrant at %s: %s failed (%s); retrying in %.1fs", target, what, _root(error), delay)
+    return delay
 
 
 def _refused(error: UnexpectedResponse, what: str, target: str) -> Exception:
