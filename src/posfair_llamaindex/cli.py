@@ -155,6 +155,19 @@ def open_client(args):
         raise
 
 
+CALIBRATION_OPTIONS = ("variant", "strength", "basket_size", "layers", "hard_weight")
+
+
+def calibration_overrides(args) -> Dict[str, Any]:
+    """The calibration settings given on the command line; options left unset are not included."""
+    return {option: getattr(args, option) for option in CALIBRATION_OPTIONS if getattr(args, option, None) is not None}
+
+
+def resolve_model(name: Optional[str]) -> str:
+    """A --model value as something loadable: no value, or the offline name, means the offline package's folder."""
+    return default_model() if name in (None, OFFLINE_MODEL) else name
+
+
 def embedding_from_args(args, base: Optional[Dict[str, Any]] = None):
     """A PosFairEmbedding from CLI options layered over ``base`` (settings recovered from a tag)."""
     from posfair_llamaindex.config import CalibrationConfig
@@ -164,20 +177,14 @@ def embedding_from_args(args, base: Optional[Dict[str, Any]] = None):
     base = dict(base or {})
     calibration = dict(base.get("calibration") or {})
     chunker = dict(base.get("chunker") or {})
-    for option, key in (("variant", "variant"), ("strength", "strength"), ("basket_size", "basket_size"),
-                        ("layers", "layers"), ("hard_weight", "hard_weight")):
-        if getattr(args, option, None) is not None:
-            calibration[key] = getattr(args, option)
+    calibration.update(calibration_overrides(args))
     if getattr(args, "chunker", None) is not None:
         chunker["kind"] = args.chunker
     if getattr(args, "chunk_tokens", None) is not None:
         chunker["chunk_size"] = args.chunk_tokens
     mode = args.mode or base.get("mode") or "calibrated"
-    model = args.model or base.get("model") or default_model()
-    if model == OFFLINE_MODEL:
-        model = default_model()
     return PosFairEmbedding(
-        model,
+        resolve_model(args.model or base.get("model")),
         calibration=CalibrationConfig(**calibration),
         mode=mode,
         chunker=ChunkerConfig(**chunker) if mode == "sea" else None,

@@ -59,19 +59,16 @@ def register(commands, model_options: argparse.ArgumentParser) -> None:
 
 
 def _model(args) -> str:
-    from posfair_llamaindex.cli import OFFLINE_MODEL, default_model
+    from posfair_llamaindex.cli import resolve_model
 
-    return default_model() if args.model in (None, OFFLINE_MODEL) else args.model
+    return resolve_model(args.model)
 
 
 def _calibration(args):
+    from posfair_llamaindex.cli import calibration_overrides
     from posfair_llamaindex.config import CalibrationConfig
 
-    settings = {}
-    for option in ("variant", "strength", "basket_size", "layers", "hard_weight"):
-        if getattr(args, option) is not None:
-            settings[option] = getattr(args, option)
-    return CalibrationConfig(**settings)
+    return CalibrationConfig(**calibration_overrides(args))
 
 
 def _custom_name(calibration) -> str:
@@ -135,13 +132,13 @@ def _tokenizer(model: str):
     return AutoTokenizer.from_pretrained(model)
 
 
-def _run(args, configs, benchmark, stem):
+def _run(args, model: str, configs, benchmark, stem):
     from posfair_llamaindex.eval.report import to_markdown, write_report
     from posfair_llamaindex.eval.runner import evaluate
 
     print(benchmark.describe())
     run = evaluate(
-        benchmark, configs, model=_model(args), max_length=args.max_length, batch_size=args.batch_size,
+        benchmark, configs, model=model, max_length=args.max_length, batch_size=args.batch_size,
         device=args.device, cache_dir=args.cache_dir, bootstrap_samples=args.bootstrap,
     )
     paths = write_report(run, Path(args.out), stem)
@@ -156,7 +153,7 @@ def run_eval(args) -> int:
     tokenizer = _tokenizer(model)
     for benchmark in _benchmarks(args, tokenizer):
         stem = benchmark.name.split(" (")[0].lower().replace(" ", "-").replace("(", "").replace(")", "")
-        _run(args, configs, benchmark, f"{stem}-{args.pooling or 'model-pooling'}")
+        _run(args, model, configs, benchmark, f"{stem}-{args.pooling or 'model-pooling'}")
     return 0
 
 
@@ -174,10 +171,10 @@ def run_sweep(args) -> int:
     if args.kind == "strength":
         strengths = [float(v) for v in args.strengths.split(",")] if args.strengths else None
         configs = strength_configs(_calibration(args), args.pooling, *([strengths] if strengths else []))
-        run = _run(args, configs, benchmark, f"sweep-strength-{pooling}")
+        run = _run(args, model, configs, benchmark, f"sweep-strength-{pooling}")
         print(f"wrote {plot_strength_sweep(run, Path(args.out) / f'sweep-strength-{pooling}-deltas.png')}")
     else:
-        run = _run(args, grid_configs(args.pooling), benchmark, f"sweep-grid-{pooling}")
+        run = _run(args, model, grid_configs(args.pooling), benchmark, f"sweep-grid-{pooling}")
         table = grid_markdown(run)
         (Path(args.out) / f"sweep-grid-{pooling}-table.md").write_text(table + "\n")
         print(table)
