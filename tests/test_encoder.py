@@ -30,6 +30,7 @@ def test_minilm_is_detected_as_mean_pooled_with_full_window():
     encoder = PosFairEncoder(minilm_path())
     assert encoder.pooling == "mean"
     assert encoder.max_length == 512
+    assert encoder.content_limit == 510  # [CLS] and [SEP] take two of the 512 positions
     assert encoder.num_layers == 6
     assert encoder.dimension == 384
     assert encoder.files.normalize

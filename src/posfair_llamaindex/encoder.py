@@ -304,6 +304,13 @@ class PosFairEncoder:
         return self._weights_identity
 
     @property
+    def content_limit(self) -> int:
+        """Text tokens one forward pass takes: ``max_length`` less the special tokens added around every text."""
+        with self._tokenizer_lock:
+            specials = len(self.tokenizer("x")["input_ids"]) - len(self.tokenizer("x", add_special_tokens=False)["input_ids"])
+        return self.max_length - specials
+
+    @property
     def dimension(self) -> int:
         if self.dense:
             return self.dense[-1][0].out_features

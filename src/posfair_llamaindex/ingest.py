@@ -49,9 +49,8 @@ def read_documents(paths: Sequence[str], suffixes: Sequence[str] = READABLE_SUFF
 def node_parser_for(embed_model: PosFairEmbedding, chunk_size: Optional[int] = None, chunk_overlap: int = 0) -> SentenceSplitter:
     """A sentence splitter that counts the model's own tokens and gives every node a deterministic id."""
     tokenizer = embed_model.encoder.tokenizer
-    specials = len(tokenizer("x")["input_ids"]) - len(tokenizer("x", add_special_tokens=False)["input_ids"])
     prefix = len(tokenizer(embed_model.text_instruction or "", add_special_tokens=False)["input_ids"])
-    limit = embed_model.max_length - specials - prefix
+    limit = embed_model.encoder.content_limit - prefix
     size = chunk_size or limit
     if size > limit:
         raise ValueError(f"chunk_size={size} exceeds what one forward pass of the model takes ({limit} tokens)")

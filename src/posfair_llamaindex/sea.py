@@ -78,13 +78,12 @@ class SegmentEmbedAverage:
     def __init__(self, encoder: PosFairEncoder, config: Optional[ChunkerConfig] = None) -> None:
         self.encoder = encoder
         self.config = config or ChunkerConfig()
-        specials = len(encoder.tokenizer("x")["input_ids"]) - len(encoder.tokenizer("x", add_special_tokens=False)["input_ids"])
-        limit = encoder.max_length - specials
+        limit = encoder.content_limit
         size = self.config.chunk_size if self.config.chunk_size is not None else min(128, limit)
         if size > limit:
             raise ValueError(
                 f"chunk_size={size} tokens does not fit {encoder.model_name}: at most {limit} "
-                f"(max_length {encoder.max_length} minus {specials} special tokens)"
+                f"(max_length {encoder.max_length} minus {encoder.max_length - limit} special tokens)"
             )
         if self.config.kind in ("token", "sentence") and self.config.overlap >= size:
             raise ValueError(f"overlap={self.config.overlap} must be smaller than chunk_size={size}")

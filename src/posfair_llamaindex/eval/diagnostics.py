@@ -53,7 +53,7 @@ def segment_profile(
 ) -> np.ndarray:
     """``[texts, segments]`` cosines between each text's embedding and its segments' plain embeddings."""
     texts = check_texts(texts)
-    room = encoder.max_length - (len(encoder.tokenizer("x")["input_ids"]) - len(encoder.tokenizer("x", add_special_tokens=False)["input_ids"]))
+    room = encoder.content_limit
     profiles = []
     for text in texts:
         ids = encoder.tokenizer(text, add_special_tokens=False, truncation=False, verbose=False)["input_ids"][:room]
