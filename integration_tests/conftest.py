@@ -12,7 +12,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from posfair_llamaindex import PosFairEmbedding
-from tests.conftest import minilm_path
+from tests.utils import minilm_path
 
 
 @dataclass

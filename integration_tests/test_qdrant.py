@@ -21,7 +21,7 @@ from posfair_llamaindex.qdrant import (
     point_id,
     tagged_vector_store,
 )
-from tests.conftest import SHARED_DATA, sample_texts
+from tests.utils import SHARED_DATA, sample_texts
 
 
 def documents(count=6, seed=0, words=(60, 400)):

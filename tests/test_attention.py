@@ -9,7 +9,7 @@ from transformers import AutoModel
 from posfair_llamaindex.attention import PLAN_KWARG
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder
-from tests.conftest import sample_texts
+from tests.utils import sample_texts
 from tests.reference import NAIVE_ATTENTION, naive_pool
 
 

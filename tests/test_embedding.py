@@ -10,7 +10,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import TextNode
 
 from posfair_llamaindex import CalibrationConfig, PosFairEmbedding
-from tests.conftest import minilm_path, sample_texts
+from tests.utils import minilm_path, sample_texts
 
 FACTS = [
     "The Danube flows through Vienna, Budapest and Belgrade before reaching the Black Sea.",

@@ -13,7 +13,7 @@ from transformers import AutoModel, AutoTokenizer, MPNetConfig
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder, UnsupportedModelError, check_texts
-from tests.conftest import minilm_path, sample_texts
+from tests.utils import minilm_path, sample_texts
 
 
 @pytest.fixture(scope="module")

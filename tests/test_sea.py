@@ -8,7 +8,7 @@ import pytest
 from posfair_llamaindex import PosFairEmbedding
 from posfair_llamaindex.encoder import PosFairEncoder
 from posfair_llamaindex.sea import ChunkerConfig, EncoderEmbeddings, SegmentEmbedAverage
-from tests.conftest import minilm_path
+from tests.utils import minilm_path
 
 PARAGRAPHS = [
     "The Danube is Europe's second-longest river. It flows through ten countries, including Austria, "

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from posfair_llamaindex.cli import main
-from tests.conftest import SHARED_DATA, sample_texts
+from tests.utils import SHARED_DATA, sample_texts
 
 pytestmark = pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared data folder not present")
 

@@ -8,7 +8,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from posfair_llamaindex.eval import data
-from tests.conftest import SHARED_DATA, minilm_path
+from tests.utils import SHARED_DATA, minilm_path
 
 pytestmark = pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared data folder not present")
 

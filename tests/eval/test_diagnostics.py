@@ -10,7 +10,7 @@ import pytest
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder
 from posfair_llamaindex.eval.diagnostics import diagnose, profile_summary, segment_profile, self_mass_per_layer
-from tests.conftest import minilm_path, sample_texts
+from tests.utils import minilm_path, sample_texts
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from posfair_llamaindex.eval.report import to_markdown, write_report
 from posfair_llamaindex.eval.runner import EvalConfig, evaluate
 from posfair_llamaindex.eval.sweeps import findings, grid_configs, grid_markdown, plot_strength_sweep, strength_configs
 from posfair_llamaindex.sea import ChunkerConfig
-from tests.conftest import SHARED_DATA, minilm_path
+from tests.utils import SHARED_DATA, minilm_path
 
 pytestmark = pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="shared data folder not present")
 
