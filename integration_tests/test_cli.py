@@ -132,3 +132,64 @@ def test_examples_run(script, tmp_path):
         assert "-> rivers.md" in done.stdout and "-> music.txt" in done.stdout
     else:
         assert "rosetta.txt" in done.stdout.splitlines()[-3] and "SEA tag" in done.stdout
+
+
+def messy_folder(root):
+    """Good files next to an empty file, a binary file and a latin-1 file."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "danube.txt").write_text(FILES["danube.txt"])
+    (root / "basalt.md").write_text(FILES["notes/basalt.txt"])
+    (root / "empty.txt").write_bytes(b"")
+    (root / "image.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (root / "latin.txt").write_bytes("Le café est très chaud.".encode("latin-1"))
+    return root
+
+
+def test_messy_folder_is_ingested_and_each_skipped_file_named(capsys, tmp_path):
+    root = messy_folder(tmp_path / "messy")
+    store = ["--qdrant-path", str(tmp_path / "q")]
+    code, out, err = run(capsys, "ingest", str(root), "--collection", "docs", *store)
+    assert code == 0, err
+    assert "ingested 2 document(s) as 2 node(s)" in out and "2 embedded" in out
+    skipped = {line.split(":")[0].strip(): line for line in out.splitlines() if line.startswith("  /")}
+    assert set(skipped) == {str(root / name) for name in ("empty.txt", "image.md", "latin.txt")}
+    assert "empty file" in skipped[str(root / "empty.txt")]
+    assert "binary" in skipped[str(root / "image.md")]
+    assert "not UTF-8" in skipped[str(root / "latin.txt")]
+    code, out, _ = run(capsys, "query", "lava that cools quickly", "--collection", "docs", "--json", *store)
+    assert code == 0 and json.loads(out)[0]["metadata"]["file_name"] == "basalt.md"
+    # a rerun embeds nothing; --strict refuses before anything is written
+    code, out, _ = run(capsys, "ingest", str(root), "--collection", "docs", *store)
+    assert code == 0 and "0 embedded, 2 already stored unchanged (2 points," in out
+    code, _, err = run(capsys, "ingest", str(root), "--collection", "strict", "--strict", *store)
+    assert code == 1 and "--strict" in err and "latin.txt" in err
+    code, out, _ = run(capsys, "collections", "--json", *store)
+    assert [row["name"] for row in json.loads(out)] == ["docs"]
+
+
+def test_an_emptied_file_loses_its_points(capsys, tmp_path, corpus):
+    store = ["--qdrant-path", str(tmp_path / "q")]
+    assert run(capsys, "ingest", str(corpus), "--collection", "docs", *store)[0] == 0
+    (corpus / "danube.txt").write_text("   \n")
+    code, out, err = run(capsys, "ingest", str(corpus), "--collection", "docs", *store)
+    assert code == 0, err
+    assert "(2 points," in out and "danube.txt: no text" in out
+
+
+def test_missing_model_folder_is_named(capsys, tmp_path, corpus):
+    code, _, err = run(capsys, "ingest", str(corpus), "--collection", "c", "--model", str(tmp_path / "nope"), "--qdrant-path", str(tmp_path / "q"))
+    assert code == 1 and f"no model at {tmp_path / 'nope'}" in err
+
+
+def test_dead_server_fails_before_the_model_libraries_load(tmp_path, corpus):
+    code = textwrap.dedent(f"""
+        import sys
+        from posfair_llamaindex.cli import main
+        rc = main(["ingest", {str(corpus)!r}, "--collection", "c", "--qdrant-url", "http://127.0.0.1:9", "--timeout", "1"])
+        assert rc == 1, rc
+        loaded = [name for name in ("torch", "transformers", "llama_index.core") if name in sys.modules]
+        assert not loaded, loaded
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "did not answer" in done.stderr

@@ -16,6 +16,7 @@ from posfair_llamaindex.qdrant import (
     POINT_FINGERPRINT_KEY,
     CollectionTagMismatchError,
     QdrantUnavailableError,
+    RetryPolicy,
     atagged_vector_store,
     collection_tag,
     point_id,
@@ -77,7 +78,7 @@ def test_reingest_is_idempotent_and_edits_remove_stale_points(qdrant, embed_mode
     store = tagged_vector_store(qdrant.client, name, embed_model)
     parser = node_parser_for(embed_model, chunk_size=64)
     docs = documents(4, words=(150, 250))
-    written = ingest_documents(docs, embed_model, store, node_parser=parser, show_progress=False)
+    written = ingest_documents(docs, embed_model, store, node_parser=parser, show_progress=False).nodes
     assert count(qdrant, name) == written > 4  # several nodes per document
     ids_before = {p.id for p in qdrant.client.scroll(name, limit=1000)[0]}
     ingest_documents(docs, embed_model, store, node_parser=parser, show_progress=False)
@@ -245,7 +246,7 @@ def test_unreachable_server_gets_bounded_retries_then_a_clear_error(embed_model)
 
     client = QdrantClient(url="http://127.0.0.1:9", timeout=1)
     with pytest.raises(QdrantUnavailableError, match="did not answer .* after 3 attempts"):
-        tagged_vector_store(client, "anything", embed_model, retries=2, backoff_s=0.01)
+        tagged_vector_store(client, "anything", embed_model, retry=RetryPolicy(retries=2, backoff_s=0.01))
 
 
 def test_wrong_client_type_is_refused(embed_model):

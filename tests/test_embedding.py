@@ -122,3 +122,34 @@ def test_instructions_are_prefixed(embedding):
 def test_show_progress_reports(embedding, capsys):
     embedding.get_text_embedding_batch(sample_texts(3), show_progress=True)
     assert "Generating embeddings" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(calibration=CalibrationConfig(layers=(0, -1), isolated_tokens=("first", "last"), basket_size=64)),
+        dict(calibration=CalibrationConfig(variant="cls_hard", hard_weight=0.2, layers="last")),
+        dict(mode="plain"),
+    ],
+)
+def test_settings_from_tag_rebuild_the_same_embedding(embedding, settings):
+    """A tag read back from Qdrant's JSON gives an embedding with the same fingerprint."""
+    import json
+
+    from posfair_llamaindex.embedding import settings_from_tag
+
+    original = PosFairEmbedding(minilm_path(), pooling="first", encoder=embedding.encoder, **settings)
+    stored = json.loads(json.dumps(original.tag()))  # what a collection's metadata gives back: tuples become lists
+    recovered = settings_from_tag(stored)
+    rebuilt = PosFairEmbedding(
+        minilm_path(),
+        calibration=CalibrationConfig(**recovered["calibration"]),
+        mode=recovered["mode"],
+        pooling=recovered["pooling"],
+        max_length=recovered["max_length"],
+        normalize=recovered["normalize"],
+        text_instruction=recovered["text_instruction"],
+        encoder=embedding.encoder,
+    )
+    assert rebuilt.fingerprint() == original.fingerprint()
+    assert rebuilt.calibration == original.calibration

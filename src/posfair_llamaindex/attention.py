@@ -23,6 +23,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from posfair_llamaindex.calibration import RowLayout, calibrate_rows
 from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.options import POOLINGS
 
 ATTENTION_NAME = "posfair_sdpa"
 PLAN_KWARG = "posfair_plan"
@@ -45,8 +46,8 @@ class CalibrationPlan:
     recorder: Optional[RowRecorder] = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if self.pooling not in ("first", "last", "mean"):
-            raise ValueError(f"pooling must be 'first', 'last' or 'mean', got {self.pooling!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
         if self.pooling != "mean" and self.pool_positions is None:
             raise ValueError(f"pooling {self.pooling!r} needs pool_positions")
         if self.recorder is not None and self.pooling == "mean":

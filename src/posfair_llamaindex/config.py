@@ -5,17 +5,15 @@ The tag is what a vector store records so that vectors made under different sett
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, Literal, Optional, Tuple, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
-Variant = Literal["uniform", "cls_soft", "cls_hard"]
+from posfair_llamaindex.options import Variant
+from posfair_llamaindex.tag import TAG_SCHEMA, fingerprint_of
+
 IsolatedToken = Literal["first", "last"]
 LayerSpec = Union[Literal["last"], StrictInt, StrictFloat, Tuple[StrictInt, ...]]
-
-TAG_SCHEMA = 1
 
 
 class CalibrationConfig(BaseModel):
@@ -105,8 +103,3 @@ class CalibrationConfig(BaseModel):
         """A short stable hash of :meth:`tag`."""
         return fingerprint_of(self.tag())
 
-
-def fingerprint_of(tag: dict) -> str:
-    """12 hex digits of the SHA-256 of a tag's canonical JSON."""
-    canonical = json.dumps(tag, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]

@@ -8,27 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
 from llama_index.core.callbacks import CallbackManager
 from pydantic import Field, PrivateAttr
 
-from posfair_llamaindex.config import CalibrationConfig, fingerprint_of
+from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder, check_texts
+from posfair_llamaindex.options import DType, Mode, Pooling
 from posfair_llamaindex.sea import ChunkerConfig, SegmentEmbedAverage
+from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
 from posfair_llamaindex.version import __version__
-
-Mode = Literal["calibrated", "plain", "sea"]
-TAG_SCHEMA = 1
-# Bump when a change to this package changes the vectors it produces for the same settings.
-ENCODING_VERSION = 1
-INFORMATIONAL_TAG_KEYS = ("package_version", "model")
-
-
-def comparable_tag(tag: Dict[str, Any]) -> Dict[str, Any]:
-    """The part of an embedding tag that must match for two sets of vectors to be mixed."""
-    return {key: value for key, value in tag.items() if key not in INFORMATIONAL_TAG_KEYS}
 
 
 class PosFairEmbedding(BaseEmbedding):
@@ -52,13 +43,13 @@ class PosFairEmbedding(BaseEmbedding):
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig, description="Calibration settings.")
     mode: Mode = Field(default="calibrated", description="How documents are encoded.")
     chunker: Optional[ChunkerConfig] = Field(default=None, description="SEA chunker settings (mode 'sea').")
-    pooling: Optional[Literal["first", "last", "mean"]] = Field(default=None, description="Pooling; detected if None.")
+    pooling: Optional[Pooling] = Field(default=None, description="Pooling; detected if None.")
     max_length: Optional[int] = Field(default=None, description="Maximum tokens per text.", ge=2)
     normalize: bool = Field(default=True, description="Whether vectors are L2-normalised.")
     query_instruction: Optional[str] = Field(default=None, description="Prefix for queries.")
     text_instruction: Optional[str] = Field(default=None, description="Prefix for documents.")
     device: Optional[str] = Field(default=None, description="Torch device; CUDA when available if None.")
-    dtype: Optional[Literal["float32", "float16", "bfloat16"]] = Field(default=None, description="Model precision.")
+    dtype: Optional[DType] = Field(default=None, description="Model precision.")
     trust_remote_code: bool = Field(default=False, description="Allow model code from the hub.")
 
     _encoder: PosFairEncoder = PrivateAttr()
@@ -70,14 +61,14 @@ class PosFairEmbedding(BaseEmbedding):
         calibration: Optional[CalibrationConfig] = None,
         mode: Mode = "calibrated",
         chunker: Optional[ChunkerConfig] = None,
-        pooling: Optional[Literal["first", "last", "mean"]] = None,
+        pooling: Optional[Pooling] = None,
         max_length: Optional[int] = None,
         normalize: bool = True,
         query_instruction: Optional[str] = None,
         text_instruction: Optional[str] = None,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
         device: Optional[str] = None,
-        dtype: Optional[Literal["float32", "float16", "bfloat16"]] = None,
+        dtype: Optional[DType] = None,
         trust_remote_code: bool = False,
         callback_manager: Optional[CallbackManager] = None,
         encoder: Optional[PosFairEncoder] = None,
@@ -242,6 +233,28 @@ class PosFairEmbedding(BaseEmbedding):
         prefix = self.text_instruction or ""
         lengths = self._encoder.token_lengths([prefix + text for text in check_texts(texts)])
         return sorted(range(len(texts)), key=lambda i: -lengths[i])
+
+
+def settings_from_tag(tag: Dict[str, Any]) -> Dict[str, Any]:
+    """The constructor settings recorded in a tag written by :meth:`PosFairEmbedding.tag` (its inverse).
+
+    JSON turns tuples into lists; they are turned back so the settings rebuild the same configs.
+    """
+    calibration = dict(tag.get("calibration") or {})
+    calibration.pop("schema", None)
+    for key in ("layers", "isolated_tokens"):
+        if isinstance(calibration.get(key), list):
+            calibration[key] = tuple(calibration[key])
+    return {
+        "model": tag.get("model"),
+        "mode": tag.get("mode"),
+        "pooling": tag.get("pooling"),
+        "max_length": tag.get("max_length"),
+        "normalize": tag.get("normalize", True),
+        "text_instruction": tag.get("text_instruction"),
+        "calibration": calibration,
+        "chunker": tag.get("chunker"),
+    }
 
 
 def _unsort(values: List[Embedding], order: List[int]) -> List[Embedding]:

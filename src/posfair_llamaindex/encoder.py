@@ -19,13 +19,19 @@ from transformers import AutoModel, AutoTokenizer
 from posfair_llamaindex.attention import ATTENTION_NAME, PLAN_KWARG, PROBE_KWARG, CalibrationPlan, RowRecorder
 from posfair_llamaindex.calibration import RowLayout
 from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.model_files import read_sentence_transformer_files, resolve_local_folder, weights_identity
-from posfair_llamaindex.pooling import POOLINGS, pool_hidden_states, pooling_positions
+from posfair_llamaindex.model_files import (
+    check_model_exists,
+    read_sentence_transformer_files,
+    resolve_local_folder,
+    weights_identity,
+)
+from posfair_llamaindex.options import DTYPES, PADDING_SIDES, POOLINGS
+from posfair_llamaindex.pooling import pool_hidden_states, pooling_positions
 
 logger = logging.getLogger(__name__)
 
 SUPPORTED_FAMILIES = "BERT, RoBERTa/XLM-RoBERTa (bge-m3, granite), ModernBERT, Qwen3, Gemma3 and other models whose attention goes through transformers' AttentionInterface"
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+_DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
 
 class UnsupportedModelError(ValueError):
@@ -86,8 +92,8 @@ class PosFairEncoder:
     ) -> None:
         if pooling is not None and pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS} or None (detect), got {pooling!r}")
-        if padding_side not in ("right", "left"):
-            raise ValueError(f"padding_side must be 'right' or 'left', got {padding_side!r}")
+        if padding_side not in PADDING_SIDES:
+            raise ValueError(f"padding_side must be one of {PADDING_SIDES}, got {padding_side!r}")
         self.model_name = model_name
         # right padding keeps every valid token at the position it has unpadded, for absolute-position
         # models (BERT) and causal ones alike; left padding is supported for models that want it
@@ -95,7 +101,14 @@ class PosFairEncoder:
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype)
         self._tokenizer_lock = threading.Lock()  # fast tokenizers refuse concurrent calls ("Already borrowed")
-        self.tokenizer = AutoTokenizer.from_pretrained(model_name, trust_remote_code=trust_remote_code)
+        check_model_exists(model_name)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model_name, trust_remote_code=trust_remote_code)
+        except OSError as error:
+            raise FileNotFoundError(
+                f"no model at {model_name}: not a folder on this machine, and not a hub model in the local cache "
+                f"({str(error).splitlines()[0]})"
+            ) from None
         try:
             model = AutoModel.from_pretrained(
                 model_name, attn_implementation=ATTENTION_NAME, dtype=self.dtype, trust_remote_code=trust_remote_code

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from posfair_llamaindex.pooling import POOLINGS
+from posfair_llamaindex.options import POOLINGS
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,21 @@ def _load_dense(path: Path) -> torch.nn.Module:
         state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
     linear.load_state_dict({name.removeprefix("linear."): tensor for name, tensor in state.items()})
     return torch.nn.Sequential(linear, _ACTIVATIONS[activation_name]())
+
+
+def looks_like_path(model_name: str) -> bool:
+    """True for names that can only mean a folder: absolute, home-relative, dotted or with several parts.
+
+    A hub id has at most one slash ("org/name"), so anything else cannot be looked up on the hub.
+    """
+    name = str(model_name)
+    return name.startswith(("/", "~", ".", "\\")) or name.count("/") > 1 or "\\" in name or Path(name).is_absolute()
+
+
+def check_model_exists(model_name: str) -> None:
+    """Refuse a model that is neither a folder on this machine nor a hub id, before transformers tries it."""
+    if looks_like_path(model_name) and not Path(model_name).expanduser().is_dir():
+        raise FileNotFoundError(f"no model at {model_name}: there is no such folder")
 
 
 def resolve_local_folder(model_name: str) -> Optional[Path]:

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from torch import Tensor
-
-Pooling = Literal["first", "last", "mean"]
-POOLINGS = ("first", "last", "mean")
 
 
 def pool_hidden_states(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:

@@ -7,15 +7,14 @@ running on this package's own plain encoder (no download).
 
 from __future__ import annotations
 
-from typing import Any, List, Literal, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 from chonkie import BaseEmbeddings, RecursiveChunker, SemanticChunker, SentenceChunker, TokenChunker
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from posfair_llamaindex.encoder import PosFairEncoder
-
-ChunkerKind = Literal["semantic", "sentence", "recursive", "token"]
+from posfair_llamaindex.options import DEFAULT_CHUNK_TOKENS, ChunkerKind
 
 
 class ChunkerConfig(BaseModel):
@@ -79,7 +78,7 @@ class SegmentEmbedAverage:
         self.encoder = encoder
         self.config = config or ChunkerConfig()
         limit = encoder.content_limit
-        size = self.config.chunk_size if self.config.chunk_size is not None else min(128, limit)
+        size = self.config.chunk_size if self.config.chunk_size is not None else min(DEFAULT_CHUNK_TOKENS, limit)
         if size > limit:
             raise ValueError(
                 f"chunk_size={size} tokens does not fit {encoder.model_name}: at most {limit} "

@@ -12,17 +12,13 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from posfair_llamaindex.config import CalibrationConfig  # noqa: E402
-from posfair_llamaindex.encoder import PosFairEncoder, check_texts  # noqa: E402
-from posfair_llamaindex.eval.report import save_figure  # noqa: E402
-from posfair_llamaindex.pooling import pooling_positions  # noqa: E402
+from posfair_llamaindex import plots
+from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.encoder import PosFairEncoder, check_texts
+from posfair_llamaindex.pooling import pooling_positions
 
 
 def self_mass_per_layer(
@@ -98,44 +94,11 @@ def diagnose(
             "calibrated_median": [float(v) for v in np.median(calibrated, axis=1)],
             "calibrated_layers": sorted(layers),
         }
-        _plot_self_mass(plain, calibrated, layers, out_dir / "self_mass.png")
+        plots.save_png(plots.self_mass(plain, calibrated, layers), out_dir / "self_mass.png")
     plain_profile = segment_profile(encoder, texts, None)
     calibrated_profile = segment_profile(encoder, texts, calibration)
     results["segment_profile"] = {"plain": profile_summary(plain_profile), "calibrated": profile_summary(calibrated_profile)}
-    _plot_profiles(plain_profile, calibrated_profile, out_dir / "segment_profile.png")
+    figure = plots.segment_profiles([("plain", plain_profile), ("calibrated", calibrated_profile)])
+    plots.save_png(figure, out_dir / "segment_profile.png")
     (out_dir / "diagnostics.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
-
-
-def _plot_self_mass(plain: np.ndarray, calibrated: np.ndarray, layers, path: Path) -> None:
-    figure, axis = plt.subplots(figsize=(max(6, plain.shape[0] * 0.9), 4))
-    count = plain.shape[0]
-    left = axis.boxplot(list(plain), positions=np.arange(count) - 0.18, widths=0.32, patch_artist=True, showfliers=False)
-    right = axis.boxplot(list(calibrated), positions=np.arange(count) + 0.18, widths=0.32, patch_artist=True, showfliers=False)
-    for box in left["boxes"]:
-        box.set_facecolor("#9ecae1")
-    for box in right["boxes"]:
-        box.set_facecolor("#fdae6b")
-    axis.set_xticks(range(count))
-    axis.set_xticklabels([f"{i}{'*' if i in layers else ''}" for i in range(count)])
-    axis.set_xlabel("layer (* calibrated)")
-    axis.set_ylabel("pooling token's attention to itself")
-    axis.legend([left["boxes"][0], right["boxes"][0]], ["plain", "calibrated"], fontsize=8)
-    axis.set_title("Pooling-token self-mass per layer (over heads and texts)")
-    save_figure(figure, path)
-
-
-def _plot_profiles(plain: np.ndarray, calibrated: np.ndarray, path: Path) -> None:
-    figure, axis = plt.subplots(figsize=(6, 4))
-    x = np.arange(1, plain.shape[1] + 1)
-    for profile, label in ((plain, "plain"), (calibrated, "calibrated")):
-        mean = profile.mean(axis=0)
-        spread = profile.std(axis=0) / np.sqrt(len(profile))
-        axis.plot(x, mean, marker="o", label=label)
-        axis.fill_between(x, mean - spread, mean + spread, alpha=0.2)
-    axis.set_xticks(x)
-    axis.set_xlabel("segment of the text (1 = start)")
-    axis.set_ylabel("cosine(text embedding, segment embedding)")
-    axis.set_title("Which part of a text its vector represents (flat = fair)")
-    axis.legend(fontsize=8)
-    save_figure(figure, path)

@@ -8,12 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from posfair_llamaindex.eval.runner import EvalRun  # noqa: E402
+from posfair_llamaindex import plots
+from posfair_llamaindex.eval.runner import EvalRun
 
 
 def display_name(model: str) -> str:
@@ -98,46 +94,11 @@ def to_json(run: EvalRun) -> Dict[str, Any]:
     }
 
 
-def plot_groups(run: EvalRun, path: Path, title: Optional[str] = None) -> Path:
-    """Grouped bars: nDCG@10 per positional group for every configuration, with 95% intervals."""
-    groups = list(run.benchmark.groups)
-    keys = [f"group:{g}" for g in groups] if len(groups) > 1 else ["aggregate"]
-    width = 0.8 / len(run.results)
-    figure, axis = plt.subplots(figsize=(max(6, 1.6 * len(groups) + 0.5 * len(run.results)), 4))
-    for index, result in enumerate(run.results):
-        points = [result.summary[k][0] for k in keys]
-        errors = [[p - result.summary[k][1] for p, k in zip(points, keys)], [result.summary[k][2] - p for p, k in zip(points, keys)]]
-        positions = [i + (index - (len(run.results) - 1) / 2) * width for i in range(len(keys))]
-        label = result.config.name
-        if "hm" in result.summary:
-            label += f" (HM {result.summary['hm'][0]:.1f}, PSI {result.summary['psi'][0]:.3f})"
-        axis.bar(positions, points, width, yerr=errors, capsize=3, label=label)
-    axis.set_xticks(range(len(keys)))
-    axis.set_xticklabels(groups if len(groups) > 1 else ["all"])
-    axis.set_ylabel("nDCG@10 (x100)")
-    poolings = ", ".join(sorted({r.pooling for r in run.results}))
-    axis.set_title(title or f"{run.benchmark.describe().split(':')[0]}: {display_name(run.model)}, {poolings} pooling", fontsize=10)
-    low = min(r.summary[k][1] for r in run.results for k in keys)
-    axis.set_ylim(max(0, low - 10), min(100, max(r.summary[k][2] for r in run.results for k in keys) + 5))
-    axis.legend(fontsize=8, loc="lower left")
-    return save_figure(figure, path)
-
-
-def save_figure(figure, path: Path) -> Path:
-    """Lay out, write as PNG (creating the folder) and free a matplotlib figure."""
-    figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
-
-
 def write_report(run: EvalRun, out_dir: Path, stem: str) -> Dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out_dir / f"{stem}.md", "json": out_dir / f"{stem}.json", "png": out_dir / f"{stem}.png"}
     paths["markdown"].write_text(to_markdown(run) + "\n")
     paths["json"].write_text(json.dumps(to_json(run), indent=2) + "\n")
-    plot_groups(run, paths["png"])
+    plots.save_png(plots.group_bars(run, model_name=display_name(run.model)), paths["png"])
     return paths

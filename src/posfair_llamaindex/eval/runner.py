@@ -70,6 +70,7 @@ def evaluate(
     max_length: Optional[int] = None,
     batch_size: int = 16,
     device: Optional[str] = None,
+    dtype: Optional[str] = None,
     cache_dir: Optional[Path] = None,
     bootstrap_samples: int = 1000,
     show_progress: bool = True,
@@ -87,7 +88,9 @@ def evaluate(
     results = []
     for config in tqdm(configs, desc="configurations", disable=not show_progress):
         if config.pooling not in encoders:
-            encoders[config.pooling] = PosFairEncoder(model, pooling=config.pooling, max_length=max_length, device=device)
+            encoders[config.pooling] = PosFairEncoder(
+                model, pooling=config.pooling, max_length=max_length, device=device, dtype=dtype
+            )
         encoder = encoders[config.pooling]
         embedding = PosFairEmbedding(
             model,

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import matplotlib
+from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.eval.grids import GRID_BASKETS, GRID_LAYERS, STRENGTHS
+from posfair_llamaindex.eval.runner import ConfigResult, EvalConfig, EvalRun
+from posfair_llamaindex.options import VARIANTS
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from posfair_llamaindex.config import CalibrationConfig  # noqa: E402
-from posfair_llamaindex.eval.report import save_figure  # noqa: E402
-from posfair_llamaindex.eval.runner import ConfigResult, EvalConfig, EvalRun  # noqa: E402
-
-STRENGTHS = tuple(round(0.05 * i, 2) for i in range(1, 21))
-GRID_LAYERS = ("last", 0.25, 0.5, 1.0)
-GRID_BASKETS = (64, 128, 256)
-VARIANTS = ("uniform", "cls_soft", "cls_hard")
 
 
 def strength_configs(base: CalibrationConfig, pooling: Optional[str], strengths: Sequence[float] = STRENGTHS) -> List[EvalConfig]:
@@ -34,12 +25,15 @@ def grid_configs(
     baskets: Sequence[int] = GRID_BASKETS,
     variants: Sequence[str] = VARIANTS,
     strength: float = 0.5,
+    hard_weight: float = CalibrationConfig.model_fields["hard_weight"].default,
 ) -> List[EvalConfig]:
     configs = [EvalConfig.plain(pooling)]
     for variant in variants:
         for layer in layers:
             for basket in baskets:
-                calibration = CalibrationConfig(variant=variant, layers=layer, basket_size=basket, strength=strength)
+                calibration = CalibrationConfig(
+                    variant=variant, layers=layer, basket_size=basket, strength=strength, hard_weight=hard_weight
+                )
                 configs.append(EvalConfig(f"{variant} layers={layer} B={basket}", calibration=calibration, pooling=pooling))
     return configs
 
@@ -49,39 +43,6 @@ def _plain(run: EvalRun) -> ConfigResult:
         if result.config.mode == "plain":
             return result
     raise ValueError("the run has no plain configuration to compare with")
-
-
-def plot_strength_sweep(run: EvalRun, path: Path) -> Path:
-    """Per-group nDCG@10 change against plain as strength grows, with 95% intervals of the calibrated runs."""
-    plain = _plain(run)
-    calibrated = [r for r in run.results if r.config.mode == "calibrated"]
-    strengths = [r.config.calibration.strength for r in calibrated]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for group in run.benchmark.groups:
-        key = f"group:{group}"
-        delta = [r.summary[key][0] - plain.summary[key][0] for r in calibrated]
-        low = [r.summary[key][1] - plain.summary[key][0] for r in calibrated]
-        high = [r.summary[key][2] - plain.summary[key][0] for r in calibrated]
-        left.plot(strengths, delta, marker="o", markersize=3, label=group)
-        left.fill_between(strengths, low, high, alpha=0.12)
-    left.axhline(0, color="black", linewidth=0.8)
-    left.set_xlabel("strength")
-    left.set_ylabel("nDCG@10 change vs plain (points)")
-    left.set_title("Per-group change")
-    left.legend(fontsize=8)
-    right.plot(strengths, [r.summary["hm"][0] for r in calibrated], marker="o", markersize=3, label="HM")
-    right.axhline(plain.summary["hm"][0], color="C0", linestyle="--", linewidth=0.8, label="HM plain")
-    twin = right.twinx()
-    twin.plot(strengths, [r.summary["psi"][0] for r in calibrated], color="C3", marker="s", markersize=3, label="PSI")
-    twin.axhline(plain.summary["psi"][0], color="C3", linestyle="--", linewidth=0.8, label="PSI plain")
-    right.set_xlabel("strength")
-    right.set_ylabel("HM of group nDCG@10")
-    twin.set_ylabel("PSI (lower is fairer)")
-    right.set_title("HM and PSI")
-    handles = right.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    right.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="center right")
-    figure.suptitle(run.benchmark.describe().split(":")[0] + f", pooling {plain.pooling}", fontsize=10)
-    return save_figure(figure, path)
 
 
 def findings(run: EvalRun, psi_target: float = 0.10, hm_gain: float = 3.0) -> Dict[str, object]:

@@ -1,4 +1,4 @@
-"""``posfair eval``, ``posfair sweep`` and ``posfair diagnose``."""
+"""``posfair eval``, ``posfair sweep`` and ``posfair diagnose``: measurements on real data and on your texts."""
 
 from __future__ import annotations
 
@@ -7,49 +7,76 @@ import json
 from pathlib import Path
 from typing import List
 
+from posfair_llamaindex.cli.options import (
+    calibration_from_args,
+    calibration_options,
+    chunker_options,
+    chunker_settings,
+    model_options,
+    quiet_transformers,
+    resolve_model,
+)
+from posfair_llamaindex.eval.grids import GRID_BASKETS, GRID_LAYERS, STRENGTHS
+
 DEFAULT_DATA = "../shared/data"
 BENCHMARKS = ("squad", "evidence", "nq", "scifact")
 NAMED_CONFIGS = ("plain", "default", "uniform", "cls_hard", "sea", "custom")
 
 
-def register(commands, model_options: argparse.ArgumentParser) -> None:
+def register(commands) -> None:
+    model = model_options()
     data = argparse.ArgumentParser(add_help=False)
-    group = data.add_argument_group("data")
-    group.add_argument("--data", default=DEFAULT_DATA, help=f"the shared data folder ({DEFAULT_DATA})")
-    group.add_argument("--out", default="posfair_eval", help="folder for markdown, JSON and PNG results")
-    group.add_argument("--max-documents", type=int, default=2000, help="SQuAD-LongPosQ documents (2000)")
-    group.add_argument("--max-sets", type=int, default=600, help="rotated sets for evidence moving / NQ (600)")
-    group.add_argument("--questions-per-group", type=int, default=2000, help="SQuAD-LongPosQ questions per group (2000)")
-    group.add_argument("--token-budget", type=int, default=512, help="document token budget (512)")
+    group = data.add_argument_group("data and output")
+    group.add_argument("--data", default=DEFAULT_DATA, help="the shared data folder (%(default)s)")
+    group.add_argument("--out", default="posfair_eval", help="folder for markdown, JSON and PNG results (%(default)s)")
+    group.add_argument("--cache-dir", default=None, help="reuse document embeddings across runs")
+    group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% intervals (%(default)s)")
+    group.add_argument("--seed", type=int, default=0, help="sampling seed (%(default)s)")
+    squad = argparse.ArgumentParser(add_help=False)
+    group = squad.add_argument_group("documents (SQuAD-LongPosQ; the token budget also for evidence moving and NQ)")
+    group.add_argument("--max-documents", type=int, default=2000, help="documents (%(default)s)")
+    group.add_argument("--questions-per-group", type=int, default=2000, help="questions per group (%(default)s)")
+    group.add_argument("--token-budget", type=int, default=512, help="document token budget (%(default)s)")
     group.add_argument("--word-budget", type=int, default=None, help="build ~N-word documents instead (long-context models)")
     group.add_argument("--exact-offsets", action="store_true", help="keep only questions whose answer offset is exact")
-    group.add_argument("--cache-dir", default=None, help="reuse document embeddings across runs")
-    group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% intervals (1000)")
-    group.add_argument("--seed", type=int, default=0)
+    rotation = argparse.ArgumentParser(add_help=False)
+    rotation.add_argument_group("evidence moving and NQ oracle").add_argument(
+        "--max-sets", type=int, default=600, help="rotated sets of three passages (%(default)s)"
+    )
 
     evaluate = commands.add_parser(
-        "eval", parents=[data, model_options], help="measure position bias on real data",
+        "eval", parents=[data, squad, rotation, model, calibration_options(), chunker_options()], help="measure position bias on real data",
         description="Run configurations over position-aware benchmarks; report nDCG@10 per group, HM, PSI, "
         "aggregate nDCG@10 and Recall@10 with bootstrap 95%% intervals, as markdown, JSON and a PNG chart.",
     )
-    evaluate.add_argument("--benchmark", default="squad", help=f"comma list of {', '.join(BENCHMARKS)} or 'all' (squad)")
+    evaluate.add_argument("--benchmark", default="squad", help=f"comma list of {', '.join(BENCHMARKS)} or 'all' (%(default)s)")
     evaluate.add_argument(
         "--configs", default="plain,default",
-        help=f"comma list of {', '.join(NAMED_CONFIGS)}; 'custom' uses --variant/--strength/... (plain,default)",
+        help=f"comma list of {', '.join(NAMED_CONFIGS)}; 'custom' uses --variant/--strength/... (%(default)s)",
     )
     evaluate.set_defaults(handler=run_eval)
 
     sweep = commands.add_parser(
-        "sweep", parents=[data, model_options], help="strength sweep or layers x basket x variant grid",
-        description="'strength': 0.05..1.0 in steps of 0.05 with a chart of per-group nDCG@10 changes; "
-        "'grid': layers x basket size x variant. Both on SQuAD-LongPosQ.",
+        "sweep", help="strength sweep or layers x basket x variant grid",
+        description="Sweeps of calibration settings on SQuAD-LongPosQ.",
     )
-    sweep.add_argument("kind", choices=["strength", "grid"])
-    sweep.add_argument("--strengths", default=None, help="comma list of strengths for 'strength' (0.05..1.0 by 0.05)")
-    sweep.set_defaults(handler=run_sweep)
+    kinds = sweep.add_subparsers(dest="kind", required=True, metavar="KIND")
+    strength = kinds.add_parser(
+        "strength", parents=[data, squad, model, calibration_options(without=("strength",))],
+        help="0.05..1.0 in steps of 0.05, with a chart of per-group nDCG@10 changes",
+        description="Strength sweep (the paper's Figure 4): every other calibration setting is held at its value.",
+    )
+    strength.add_argument("--strengths", default=None, help=f"comma list of strengths ({STRENGTHS[0]}..{STRENGTHS[-1]} by {STRENGTHS[1] - STRENGTHS[0]:.2f})")
+    strength.set_defaults(handler=run_sweep)
+    grid = kinds.add_parser(
+        "grid", parents=[data, squad, model, calibration_options(without=("variant", "basket_size", "layers"))],
+        help="layers x basket size x variant (the paper's Table 1)",
+        description=f"Grid of layers {set(GRID_LAYERS)} x basket size {set(GRID_BASKETS)} x variant, at one strength.",
+    )
+    grid.set_defaults(handler=run_sweep)
 
     diagnose = commands.add_parser(
-        "diagnose", parents=[model_options], help="self-mass per layer and segment profiles of your texts",
+        "diagnose", parents=[model, calibration_options()], help="self-mass per layer and segment profiles of your texts",
         description="For files or literal texts: box plots of the pooling token's attention to itself per layer, "
         "and the cosine between each text's embedding and its 10 segments, plain vs calibrated (PNG + JSON).",
     )
@@ -59,16 +86,8 @@ def register(commands, model_options: argparse.ArgumentParser) -> None:
 
 
 def _model(args) -> str:
-    from posfair_llamaindex.cli import resolve_model
-
+    quiet_transformers()
     return resolve_model(args.model)
-
-
-def _calibration(args):
-    from posfair_llamaindex.cli import calibration_overrides
-    from posfair_llamaindex.config import CalibrationConfig
-
-    return CalibrationConfig(**calibration_overrides(args))
 
 
 def _custom_name(calibration) -> str:
@@ -93,10 +112,10 @@ def _configs(args) -> list:
         elif name in ("uniform", "cls_hard"):
             configs.append(EvalConfig(name, calibration=CalibrationConfig(variant=name), pooling=args.pooling))
         elif name == "sea":
-            chunker = ChunkerConfig(**{k: v for k, v in (("kind", args.chunker), ("chunk_size", args.chunk_tokens)) if v is not None})
+            chunker = ChunkerConfig(**chunker_settings(args))
             configs.append(EvalConfig("sea", mode="sea", chunker=chunker, pooling=args.pooling))
         elif name == "custom":
-            calibration = _calibration(args)
+            calibration = calibration_from_args(args)
             configs.append(EvalConfig(_custom_name(calibration), calibration=calibration, pooling=args.pooling))
         else:
             raise ValueError(f"unknown configuration {name!r}; choose from {', '.join(NAMED_CONFIGS)}")
@@ -139,7 +158,7 @@ def _run(args, model: str, configs, benchmark, stem):
     print(benchmark.describe())
     run = evaluate(
         benchmark, configs, model=model, max_length=args.max_length, batch_size=args.batch_size,
-        device=args.device, cache_dir=args.cache_dir, bootstrap_samples=args.bootstrap,
+        device=args.device, dtype=args.dtype, cache_dir=args.cache_dir, bootstrap_samples=args.bootstrap,
     )
     paths = write_report(run, Path(args.out), stem)
     print(to_markdown(run))
@@ -159,7 +178,8 @@ def run_eval(args) -> int:
 
 def run_sweep(args) -> int:
     from posfair_llamaindex.eval import data
-    from posfair_llamaindex.eval.sweeps import findings, grid_configs, grid_markdown, plot_strength_sweep, strength_configs
+    from posfair_llamaindex import plots
+    from posfair_llamaindex.eval.sweeps import findings, grid_configs, grid_markdown, strength_configs
 
     model = _model(args)
     benchmark = data.squad_longposq(
@@ -170,11 +190,11 @@ def run_sweep(args) -> int:
     pooling = args.pooling or "model-pooling"
     if args.kind == "strength":
         strengths = [float(v) for v in args.strengths.split(",")] if args.strengths else None
-        configs = strength_configs(_calibration(args), args.pooling, *([strengths] if strengths else []))
+        configs = strength_configs(calibration_from_args(args), args.pooling, *([strengths] if strengths else []))
         run = _run(args, model, configs, benchmark, f"sweep-strength-{pooling}")
-        print(f"wrote {plot_strength_sweep(run, Path(args.out) / f'sweep-strength-{pooling}-deltas.png')}")
+        print(f"wrote {plots.save_png(plots.strength_sweep(run), Path(args.out) / f'sweep-strength-{pooling}-deltas.png')}")
     else:
-        run = _run(args, model, grid_configs(args.pooling), benchmark, f"sweep-grid-{pooling}")
+        run = _run(args, model, grid_configs(args.pooling, **_grid_settings(args)), benchmark, f"sweep-grid-{pooling}")
         table = grid_markdown(run)
         (Path(args.out) / f"sweep-grid-{pooling}-table.md").write_text(table + "\n")
         print(table)
@@ -182,6 +202,12 @@ def run_sweep(args) -> int:
     (Path(args.out) / f"sweep-{args.kind}-{pooling}-findings.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _grid_settings(args) -> dict:
+    """The calibration settings a grid holds fixed: its strength (and hard weight), unless left at the default."""
+    fixed = calibration_from_args(args)
+    return {"strength": fixed.strength, "hard_weight": fixed.hard_weight}
 
 
 def _read_texts(items: List[str]) -> List[str]:
@@ -199,8 +225,8 @@ def run_diagnose(args) -> int:
     from posfair_llamaindex.encoder import PosFairEncoder
     from posfair_llamaindex.eval.diagnostics import diagnose
 
-    encoder = PosFairEncoder(_model(args), pooling=args.pooling, max_length=args.max_length, device=args.device)
-    results = diagnose(encoder, _read_texts(args.texts), _calibration(args), Path(args.out))
+    encoder = PosFairEncoder(_model(args), pooling=args.pooling, max_length=args.max_length, device=args.device, dtype=args.dtype)
+    results = diagnose(encoder, _read_texts(args.texts), calibration_from_args(args), Path(args.out))
     profile = results["segment_profile"]
     for name in ("plain", "calibrated"):
         values = " ".join(f"{v:.3f}" for v in profile[name]["mean_profile"])

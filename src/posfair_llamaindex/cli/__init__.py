@@ -1,0 +1,62 @@
+"""The ``posfair`` command line. It depends on the library; nothing in the library imports it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+from posfair_llamaindex.cli import research, store
+from posfair_llamaindex.cli.options import CliError
+
+__all__ = ["CliError", "build_parser", "main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated options: ``--mode`` must never be taken for ``--model``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="posfair", description="Position-fair dense retrieval on Qdrant.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store.register(commands)
+    research.register(commands)
+    return parser
+
+
+def _quiet_libraries() -> None:
+    """Keep the terminal for posfair's own progress bars and messages."""
+    import logging
+    import warnings
+
+    # an unreachable server is reported by posfair itself, in one line
+    warnings.filterwarnings("ignore", message="Failed to obtain server version")
+    # read by transformers and huggingface_hub when they load, which is later (or never, for a dead server)
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # SimpleDirectoryReader warns about optional readers that .txt/.md never need
+    logging.getLogger("llama_index.core.readers.file.base").setLevel(logging.ERROR)
+    # posfair's own warnings (skipped files, retries) reach the terminal as one line each
+    logging.basicConfig(level=logging.WARNING, format="posfair: %(message)s")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _quiet_libraries()
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("posfair: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # every failure ends as one line and a non-zero exit
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"posfair: error: {message}", file=sys.stderr)
+        if os.environ.get("POSFAIR_DEBUG"):
+            raise
+        return 1

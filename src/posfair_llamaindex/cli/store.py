@@ -1,0 +1,169 @@
+"""``posfair ingest``, ``posfair query`` and ``posfair collections``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from posfair_llamaindex.cli.options import (
+    CliError,
+    calibration_options,
+    chunker_options,
+    embedding_from_args,
+    encoder_options_given,
+    mode_options,
+    model_options,
+    open_client,
+    store_options,
+)
+
+logger = logging.getLogger("posfair")
+
+
+def register(commands) -> None:
+    store, model, calibration, chunker, mode = store_options(), model_options(), calibration_options(), chunker_options(), mode_options()
+    ingest = commands.add_parser(
+        "ingest", parents=[store, model, mode, calibration, chunker], help="read .txt/.md files or folders into a collection",
+        description="Split files into nodes, embed them (documents calibrated) and upsert them into a tagged collection. "
+        "Files with no usable text are skipped and listed; nodes already stored unchanged are not embedded again.",
+    )
+    ingest.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
+    ingest.add_argument("--collection", required=True, help="collection name")
+    ingest.add_argument("--recreate", action="store_true", help="delete a collection whose tag differs, then ingest")
+    ingest.add_argument("--node-tokens", type=int, default=None, help="tokens per node (the model's window)")
+    ingest.add_argument("--node-overlap", type=int, default=0, help="overlapping tokens between nodes (%(default)s)")
+    ingest.add_argument("--max-file-mb", type=float, default=50.0, help="skip files larger than this (%(default)s MiB)")
+    ingest.add_argument("--strict", action="store_true", help="refuse to ingest anything when a file would be skipped")
+    ingest.set_defaults(handler=run_ingest)
+
+    query = commands.add_parser(
+        "query", parents=[store, model, mode, calibration, chunker], help="search a collection",
+        description="Embed the query with the plain model and print the nearest nodes. Without encoder options "
+        "the encoder recorded in the collection's tag is used.",
+    )
+    query.add_argument("text", metavar="TEXT", help="the query")
+    query.add_argument("--collection", required=True, help="collection name")
+    query.add_argument("-k", "--top-k", type=int, default=5, help="number of hits (%(default)s)")
+    query.add_argument("--json", action="store_true", help="print JSON instead of text")
+    query.set_defaults(handler=run_query)
+
+    collections = commands.add_parser(
+        "collections", parents=[store], help="list collections and their tags",
+        description="List the collections of the Qdrant instance with their point counts and posfair tags.",
+    )
+    collections.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    collections.set_defaults(handler=run_collections)
+
+
+def run_ingest(args) -> int:
+    if args.max_file_mb <= 0:
+        raise CliError(f"--max-file-mb must be positive, got {args.max_file_mb}")
+    # the server first: a dead one fails in a second, before the model's libraries or weights load
+    client = open_client(args)
+    from posfair_llamaindex.ingest import ingest_documents, node_parser_for, read_documents
+    from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
+
+    if not args.recreate and client.collection_exists(args.collection):
+        if collection_tag(client.get_collection(args.collection)) is None:
+            raise CliError(f"collection {args.collection!r} has no posfair tag; use another name, or --recreate to replace it")
+    read = read_documents(args.paths, max_file_bytes=int(args.max_file_mb * 1024 * 1024))
+    if read.skipped and args.strict:
+        raise CliError(f"--strict: nothing was ingested because {len(read.skipped)} file(s) cannot be: " + _skip_list(read.skipped))
+    if not read.documents:
+        raise CliError(f"none of the {len(read.skipped)} file(s) has text to ingest: " + _skip_list(read.skipped))
+    embed_model = embedding_from_args(args)
+    store = tagged_vector_store(client, args.collection, embed_model, recreate=args.recreate)
+    parser = node_parser_for(embed_model, args.node_tokens, args.node_overlap)
+    for item in read.skipped:
+        if item.no_text:  # an emptied file: whatever it held before is stale now
+            store.delete(str(item.path))
+    report = ingest_documents(read.documents, embed_model, store, node_parser=parser, show_progress=True)
+    total = client.count(args.collection, exact=True).count
+    print(
+        f"ingested {report.documents} document(s) as {report.nodes} node(s) into {args.collection!r}: "
+        f"{report.embedded} embedded, {report.unchanged} already stored unchanged "
+        f"({total} points, fingerprint {embed_model.fingerprint()})"
+    )
+    _print_skipped(read.skipped)
+    return 0
+
+
+def _skip_list(skipped) -> str:
+    return "; ".join(f"{item.path}: {item.reason}" for item in skipped)
+
+
+def _print_skipped(skipped) -> None:
+    if not skipped:
+        return
+    print(f"skipped {len(skipped)} file(s):")
+    for item in skipped:
+        print(f"  {item.path}: {item.reason}")
+
+
+def run_query(args) -> int:
+    from llama_index.core import VectorStoreIndex
+
+    from posfair_llamaindex.embedding import settings_from_tag
+    from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
+
+    if args.top_k < 1:
+        raise CliError(f"-k must be at least 1, got {args.top_k}")
+    client = open_client(args)
+    if not client.collection_exists(args.collection):
+        raise CliError(f"collection {args.collection!r} does not exist (see `posfair collections`)")
+    tag = collection_tag(client.get_collection(args.collection))
+    if tag is None:
+        raise CliError(f"collection {args.collection!r} has no posfair tag; it was not written by posfair")
+    base = None if encoder_options_given(args) else settings_from_tag(tag)
+    if base is not None and base["model"] and Path(base["model"]).is_absolute() and not Path(base["model"]).exists():
+        raise CliError(f"the model recorded in the tag ({base['model']}) is not on this machine; pass --model")
+    embed_model = embedding_from_args(args, base)
+    store = tagged_vector_store(client, args.collection, embed_model)
+    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+    hits = index.as_retriever(similarity_top_k=args.top_k).retrieve(args.text)
+    rows = [
+        {"rank": rank, "score": hit.score, "node_id": hit.node.node_id, "text": hit.node.get_content(), "metadata": hit.node.metadata}
+        for rank, hit in enumerate(hits, start=1)
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print(f"no hits: collection {args.collection!r} is empty")
+    for row in rows:
+        name = row["metadata"].get("file_name", "?")
+        text = " ".join(row["text"].split())
+        print(f"{row['rank']}. {row['score']:.4f}  {name}\n   {text[:300]}{'...' if len(text) > 300 else ''}")
+    return 0
+
+
+def run_collections(args) -> int:
+    from posfair_llamaindex.qdrant import list_tagged_collections
+
+    rows = list_tagged_collections(open_client(args))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no collections")
+    for row in rows:
+        tag = row["tag"]
+        if tag is None:
+            print(f"{row['name']}: {row['points']} points, no posfair tag")
+            continue
+        print(
+            f"{row['name']}: {row['points']} points, fingerprint {tag.get('fingerprint')}, mode {tag.get('mode')} "
+            f"{_setting(tag)}, pooling {tag.get('pooling')}, dim {tag.get('dimension')}, model {tag.get('model')} "
+            f"({tag.get('model_weights')}), posfair {tag.get('package_version')}"
+        )
+    return 0
+
+
+def _setting(tag) -> str:
+    if tag.get("mode") == "calibrated":
+        c = tag.get("calibration") or {}
+        return f"{c.get('variant')} strength={c.get('strength')} B={c.get('basket_size')} layers={c.get('layers')}"
+    if tag.get("mode") == "sea":
+        return f"chunker={tag.get('chunker')}"
+    return ""

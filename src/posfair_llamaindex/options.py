@@ -1,0 +1,26 @@
+"""The choice sets of the package, each defined once.
+
+Types, validation and the command line's ``choices`` all derive from these, so adding a pooling, a variant
+or a mode is a one-line change here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Pooling = Literal["first", "last", "mean"]
+Variant = Literal["uniform", "cls_soft", "cls_hard"]
+Mode = Literal["calibrated", "plain", "sea"]
+DType = Literal["float32", "float16", "bfloat16"]
+ChunkerKind = Literal["semantic", "sentence", "recursive", "token"]
+PaddingSide = Literal["right", "left"]
+
+POOLINGS: tuple = get_args(Pooling)
+VARIANTS: tuple = get_args(Variant)
+MODES: tuple = get_args(Mode)
+DTYPES: tuple = get_args(DType)
+CHUNKERS: tuple = get_args(ChunkerKind)
+PADDING_SIDES: tuple = get_args(PaddingSide)
+
+# SEA's chunk size when none is given: the paper's basket size, so SEA and calibration share a granularity
+DEFAULT_CHUNK_TOKENS = 128

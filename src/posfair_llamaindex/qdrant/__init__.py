@@ -1,0 +1,70 @@
+"""Tagged Qdrant collections: retries (``retry``), the tag in collection metadata (``collection``) and the
+LlamaIndex vector store on top of it (``store``).
+
+Names load on first use, so the retry rules can be used (say, to check that a server answers) without
+loading LlamaIndex or the embedding model's libraries.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_WHERE = {
+    "METADATA_KEY": "posfair_llamaindex.qdrant.collection",
+    "CollectionTagMismatchError": "posfair_llamaindex.qdrant.collection",
+    "aensure_tagged_collection": "posfair_llamaindex.qdrant.collection",
+    "check_collection": "posfair_llamaindex.qdrant.collection",
+    "collection_tag": "posfair_llamaindex.qdrant.collection",
+    "ensure_tagged_collection": "posfair_llamaindex.qdrant.collection",
+    "list_tagged_collections": "posfair_llamaindex.qdrant.collection",
+    "QdrantUnavailableError": "posfair_llamaindex.qdrant.retry",
+    "RetryPolicy": "posfair_llamaindex.qdrant.retry",
+    "awith_retries": "posfair_llamaindex.qdrant.retry",
+    "with_retries": "posfair_llamaindex.qdrant.retry",
+    "POINT_FINGERPRINT_KEY": "posfair_llamaindex.qdrant.store",
+    "TEXT_HASH_KEY": "posfair_llamaindex.qdrant.store",
+    "PosFairQdrantVectorStore": "posfair_llamaindex.qdrant.store",
+    "atagged_vector_store": "posfair_llamaindex.qdrant.store",
+    "point_id": "posfair_llamaindex.qdrant.store",
+    "tagged_vector_store": "posfair_llamaindex.qdrant.store",
+}
+
+__all__ = sorted(_WHERE)
+
+if TYPE_CHECKING:
+    from posfair_llamaindex.qdrant.collection import (
+        METADATA_KEY,
+        CollectionTagMismatchError,
+        aensure_tagged_collection,
+        check_collection,
+        collection_tag,
+        ensure_tagged_collection,
+        list_tagged_collections,
+    )
+    from posfair_llamaindex.qdrant.retry import (
+        QdrantUnavailableError,
+        RetryPolicy,
+        awith_retries,
+        with_retries,
+    )
+    from posfair_llamaindex.qdrant.store import (
+        POINT_FINGERPRINT_KEY,
+        TEXT_HASH_KEY,
+        PosFairQdrantVectorStore,
+        atagged_vector_store,
+        point_id,
+        tagged_vector_store,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'posfair_llamaindex.qdrant' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_WHERE))

@@ -1,0 +1,180 @@
+"""The embedding's tag in a Qdrant collection's metadata: create the collection with it, or check it.
+
+The tag goes in with ``create_collection`` itself, so a collection never exists without its tag, and an
+existing collection whose tag differs is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Dict, Generator, Optional, Tuple
+
+from llama_index.vector_stores.qdrant.base import DOCUMENT_ID_KEY
+from qdrant_client import AsyncQdrantClient, QdrantClient
+from qdrant_client.http import models as rest
+
+from posfair_llamaindex.embedding import PosFairEmbedding
+from posfair_llamaindex.qdrant.retry import DEFAULT_RETRY, RetryPolicy, awith_retries, describe_client, is_local, with_retries
+from posfair_llamaindex.tag import comparable_tag
+
+logger = logging.getLogger(__name__)
+
+METADATA_KEY = "posfair"
+
+# one client call of the create-or-check procedure: (method name, positional args, keyword args)
+Step = Tuple[str, tuple, Dict[str, Any]]
+
+
+class CollectionTagMismatchError(ValueError):
+    """The collection holds vectors from a different encoder or calibration config."""
+
+    def __init__(self, collection: str, stored: Optional[Dict[str, Any]], requested: Dict[str, Any]) -> None:
+        self.collection, self.stored, self.requested = collection, stored, requested
+        if stored is None:
+            reason = "it has no posfair tag, so the origin of its vectors is unknown"
+        else:
+            keys = sorted(set(comparable_tag(stored)) | set(comparable_tag(requested)))
+            differing = [k for k in keys if stored.get(k) != requested.get(k)]
+            reason = "; ".join(f"{k}: stored {stored.get(k)!r} != requested {requested.get(k)!r}" for k in differing)
+        super().__init__(
+            f"Qdrant collection {collection!r} was not embedded with this configuration ({reason}). Nothing was "
+            f"written. Stored tag: {json.dumps(stored, sort_keys=True)}. Requested tag: "
+            f"{json.dumps(requested, sort_keys=True)}. Use another collection, or recreate=True "
+            "(CLI: --recreate) to delete it and start again."
+        )
+
+
+def collection_tag(info: rest.CollectionInfo) -> Optional[Dict[str, Any]]:
+    """The posfair tag stored in a collection's metadata, or None."""
+    metadata = getattr(info.config, "metadata", None) or {}
+    return metadata.get(METADATA_KEY)
+
+
+def stored_tag_for(embed_model: PosFairEmbedding) -> Dict[str, Any]:
+    """The tag a collection holds for ``embed_model``: its tag plus its fingerprint."""
+    return {**embed_model.tag(), "fingerprint": embed_model.fingerprint()}
+
+
+def check_collection(name: str, info: rest.CollectionInfo, embed_model: PosFairEmbedding) -> None:
+    """Raise :class:`CollectionTagMismatchError` unless the collection was made for ``embed_model``."""
+    stored = collection_tag(info)
+    requested = stored_tag_for(embed_model)
+    if stored is None or comparable_tag(stored) != comparable_tag(requested):
+        raise CollectionTagMismatchError(name, stored, requested)
+    vectors = info.config.params.vectors
+    if isinstance(vectors, rest.VectorParams) and (
+        vectors.size != embed_model.dimension or vectors.distance != rest.Distance.COSINE
+    ):
+        raise CollectionTagMismatchError(name, {**stored, "vectors": f"{vectors.size}/{vectors.distance}"}, requested)
+
+
+def _create_kwargs(name: str, embed_model: PosFairEmbedding, options: Dict[str, Any]) -> Dict[str, Any]:
+    return dict(
+        collection_name=name,
+        vectors_config=rest.VectorParams(size=embed_model.dimension, distance=rest.Distance.COSINE),
+        metadata={METADATA_KEY: stored_tag_for(embed_model)},
+        **options,
+    )
+
+
+def _procedure(
+    name: str, embed_model: PosFairEmbedding, recreate: bool, local: bool, options: Dict[str, Any]
+) -> Generator[Step, Any, bool]:
+    """Create the tagged collection or check the existing one's tag, as a sequence of client calls.
+
+    Written once as a generator that yields each call and receives its result (or its exception thrown
+    in), so the sync and the async client run exactly the same procedure. Returns True when it created.
+    """
+    if (yield "collection_exists", (name,), {}):
+        info = yield "get_collection", (name,), {}
+        try:
+            check_collection(name, info, embed_model)
+            return False
+        except CollectionTagMismatchError:
+            if not recreate:
+                raise
+            logger.warning("recreating Qdrant collection %r with a new tag", name)
+            yield "delete_collection", (name,), {}
+    try:
+        yield "create_collection", (), _create_kwargs(name, embed_model, options)
+    except (ValueError, RuntimeError) as error:
+        if "already exists" not in str(error):
+            raise
+        # another writer created it between our check and our create: its tag must match ours
+        check_collection(name, (yield "get_collection", (name,), {}), embed_model)
+        return False
+    if not local:  # embedded Qdrant ignores payload indexes (and warns)
+        yield "create_payload_index", (name, DOCUMENT_ID_KEY, rest.PayloadSchemaType.KEYWORD), {}
+    return True
+
+
+def ensure_tagged_collection(
+    client: QdrantClient,
+    collection_name: str,
+    embed_model: PosFairEmbedding,
+    *,
+    recreate: bool = False,
+    retry: RetryPolicy = DEFAULT_RETRY,
+    **collection_options: Any,
+) -> bool:
+    """Create the tagged collection, or check the existing one's tag. Returns True when it was created.
+
+    ``collection_options`` go to ``create_collection`` (e.g. ``shard_number``, ``replication_factor``).
+    """
+    _check_embed_model(embed_model)
+    steps = _procedure(collection_name, embed_model, recreate, is_local(client), collection_options)
+    target = describe_client(client)
+    outcome: Any = None
+    failed = False
+    while True:
+        try:
+            method, args, kwargs = steps.throw(outcome) if failed else steps.send(outcome)
+        except StopIteration as done:
+            return done.value
+        call = getattr(client, method)
+        try:
+            outcome, failed = with_retries(lambda: call(*args, **kwargs), what=method, target=target, policy=retry), False
+        except Exception as error:  # handed to the procedure, which decides
+            outcome, failed = error, True
+
+
+async def aensure_tagged_collection(
+    aclient: AsyncQdrantClient,
+    collection_name: str,
+    embed_model: PosFairEmbedding,
+    *,
+    recreate: bool = False,
+    retry: RetryPolicy = DEFAULT_RETRY,
+    **collection_options: Any,
+) -> bool:
+    """The async twin of :func:`ensure_tagged_collection`: the same procedure on an ``AsyncQdrantClient``."""
+    _check_embed_model(embed_model)
+    steps = _procedure(collection_name, embed_model, recreate, is_local(aclient), collection_options)
+    target = describe_client(aclient)
+    outcome: Any = None
+    failed = False
+    while True:
+        try:
+            method, args, kwargs = steps.throw(outcome) if failed else steps.send(outcome)
+        except StopIteration as done:
+            return done.value
+        call = getattr(aclient, method)
+        try:
+            outcome, failed = await awith_retries(lambda: call(*args, **kwargs), what=method, target=target, policy=retry), False
+        except Exception as error:
+            outcome, failed = error, True
+
+
+def list_tagged_collections(client: QdrantClient) -> list:
+    """Every collection with its point count and posfair tag (None for untagged collections)."""
+    rows = []
+    for description in client.get_collections().collections:
+        info = client.get_collection(description.name)
+        rows.append({"name": description.name, "points": info.points_count, "tag": collection_tag(info)})
+    return rows
+
+
+def _check_embed_model(embed_model: Any) -> None:
+    if not isinstance(embed_model, PosFairEmbedding):
+        raise TypeError(f"embed_model must be a PosFairEmbedding, got {type(embed_model).__name__}")

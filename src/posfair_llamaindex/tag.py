@@ -1,0 +1,31 @@
+"""What identifies a set of vectors: the tag schema, its fingerprint, and which keys take part in it.
+
+A tag is a JSON-safe dict. Collections store it in their metadata and every point carries its fingerprint,
+so vectors made under different settings are never mixed. ``PosFairEmbedding.tag`` builds the full tag;
+``settings_from_tag`` in the same module turns one back into constructor settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Dict
+
+# One schema number for every tag this package writes (the calibration config's and the embedding's).
+TAG_SCHEMA = 1
+# Bump when a change to this package changes the vectors it produces for the same settings.
+ENCODING_VERSION = 1
+# Recorded for people, left out of the fingerprint: the same weights loaded from another folder, or by
+# another release that encodes identically, make the same vectors.
+INFORMATIONAL_TAG_KEYS = ("package_version", "model")
+
+
+def fingerprint_of(tag: Dict[str, Any]) -> str:
+    """12 hex digits of the SHA-256 of a tag's canonical JSON."""
+    canonical = json.dumps(tag, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
+
+
+def comparable_tag(tag: Dict[str, Any]) -> Dict[str, Any]:
+    """The part of an embedding tag that must match for two sets of vectors to be mixed."""
+    return {key: value for key, value in tag.items() if key not in INFORMATIONAL_TAG_KEYS and key != "fingerprint"}
