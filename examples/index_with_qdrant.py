@@ -34,7 +34,9 @@ def main() -> None:
     )
     documents = SimpleDirectoryReader(str(HERE / "docs"), recursive=True, filename_as_id=True).load_data()
     tokenizer = embed_model.encoder.tokenizer
-    splitter = SentenceSplitter(chunk_size=400, chunk_overlap=0, tokenizer=lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
+    splitter = SentenceSplitter(
+        chunk_size=400, chunk_overlap=0, tokenizer=lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
+    )
 
     client = QdrantClient(path=args.qdrant_path)
     vector_store = tagged_vector_store(client, "example", embed_model)  # creates it with its tag, or checks the tag

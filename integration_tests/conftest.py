@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import pytest
 from qdrant_client import AsyncQdrantClient, QdrantClient

@@ -39,7 +39,9 @@ def test_ingest_query_and_collections(capsys, tmp_path, corpus):
     code, out, err = run(capsys, "ingest", str(corpus), "--collection", "docs", *store)
     assert code == 0, err
     assert "ingested 3 document(s) as 3 node(s)" in out
-    code, out, err = run(capsys, "query", "Which river reaches the Black Sea?", "--collection", "docs", "-k", "2", "--json", *store)
+    code, out, err = run(
+        capsys, "query", "Which river reaches the Black Sea?", "--collection", "docs", "-k", "2", "--json", *store
+    )
     assert code == 0, err
     hits = json.loads(out)
     assert len(hits) == 2 and hits[0]["metadata"]["file_name"] == "danube.txt"
@@ -62,7 +64,9 @@ def test_mismatch_exits_non_zero_with_one_line(capsys, tmp_path, corpus):
     code, out, err = run(capsys, "ingest", str(corpus), "--collection", "docs", "--strength", "0.2", *store)
     assert code == 1
     assert err.count("\n") == 1 and err.startswith("posfair: error: Qdrant collection 'docs' was not embedded")
-    code, out, err = run(capsys, "ingest", str(corpus), "--collection", "docs", "--strength", "0.2", "--recreate", *store)
+    code, out, err = run(
+        capsys, "ingest", str(corpus), "--collection", "docs", "--strength", "0.2", "--recreate", *store
+    )
     assert code == 0, err
     # a query without encoder options uses the collection's own settings
     code, out, err = run(capsys, "query", "basalt lava", "--collection", "docs", "--json", *store)
@@ -91,14 +95,19 @@ def test_failures_are_one_line(capsys, tmp_path, corpus, argv, message):
 def test_locked_folder_gets_a_clear_error(capsys, tmp_path, corpus):
     folder = tmp_path / "q"
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from qdrant_client import QdrantClient
             client = QdrantClient(path={str(folder)!r})
             print("open", flush=True)
             time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "open"
@@ -116,7 +125,9 @@ def test_unreachable_server_is_reported(capsys):
 
 def test_every_command_has_help():
     for command in ([], ["ingest"], ["query"], ["collections"]):
-        done = subprocess.run([sys.executable, "-m", "posfair_llamaindex.cli", *command, "--help"], capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "posfair_llamaindex.cli", *command, "--help"], capture_output=True, text=True
+        )
         assert done.returncode == 0 and "usage: posfair" in done.stdout
 
 
@@ -126,7 +137,9 @@ def test_examples_run(script, tmp_path):
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     extra = ["--qdrant-path", str(tmp_path / "q")] if script == "index_with_qdrant.py" else []
-    done = subprocess.run([sys.executable, str(examples / script), *extra], capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(examples / script), *extra], capture_output=True, text=True, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     if script == "index_with_qdrant.py":
         assert "-> rivers.md" in done.stdout and "-> music.txt" in done.stdout
@@ -177,7 +190,17 @@ def test_an_emptied_file_loses_its_points(capsys, tmp_path, corpus):
 
 
 def test_missing_model_folder_is_named(capsys, tmp_path, corpus):
-    code, _, err = run(capsys, "ingest", str(corpus), "--collection", "c", "--model", str(tmp_path / "nope"), "--qdrant-path", str(tmp_path / "q"))
+    code, _, err = run(
+        capsys,
+        "ingest",
+        str(corpus),
+        "--collection",
+        "c",
+        "--model",
+        str(tmp_path / "nope"),
+        "--qdrant-path",
+        str(tmp_path / "q"),
+    )
     assert code == 1 and f"no model at {tmp_path / 'nope'}" in err
 
 
@@ -185,7 +208,8 @@ def test_dead_server_fails_before_the_model_libraries_load(tmp_path, corpus):
     code = textwrap.dedent(f"""
         import sys
         from posfair_llamaindex.cli import main
-        rc = main(["ingest", {str(corpus)!r}, "--collection", "c", "--qdrant-url", "http://127.0.0.1:9", "--timeout", "1"])
+        argv = ["ingest", {str(corpus)!r}, "--collection", "c", "--qdrant-url", "http://127.0.0.1:9"]
+        rc = main(argv + ["--timeout", "1"])
         assert rc == 1, rc
         loaded = [name for name in ("torch", "transformers", "llama_index.core") if name in sys.modules]
         assert not loaded, loaded

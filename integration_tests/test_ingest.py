@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,7 +11,6 @@ import textwrap
 import threading
 from pathlib import Path
 
-import pytest
 from qdrant_client import QdrantClient
 
 from posfair_llamaindex.ingest import IngestReport, ingest_documents, node_parser_for, read_documents
@@ -40,7 +38,10 @@ def messy_corpus(folder: Path) -> dict:
         "doc-03-empty.txt": (b"", "empty file"),
         "doc-05-blank.md": (b"\n \n\t\n", "no text (whitespace only)"),
         "doc-06-image.txt": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file (NUL bytes)"),
-        "doc-07-latin1.txt": ("Les élèves".encode("latin-1"), "not UTF-8 text (invalid byte 0xe9 at offset 4); convert it to UTF-8"),
+        "doc-07-latin1.txt": (
+            "Les élèves".encode("latin-1"),
+            "not UTF-8 text (invalid byte 0xe9 at offset 4); convert it to UTF-8",
+        ),
         "doc-08-huge.md": (b"many words " * 1000, "larger than the 8 KiB limit (10.7 KiB)"),
     }
     for name, (data, _) in bad.items():
@@ -65,7 +66,9 @@ def test_messy_folder_stores_the_good_files_and_reports_the_rest(qdrant, embed_m
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, embed_model)
     parser = node_parser_for(embed_model, chunk_size=CHUNK)
-    report = ingest_documents(result.documents, embed_model, store, node_parser=parser, documents_per_batch=4, show_progress=False)
+    report = ingest_documents(
+        result.documents, embed_model, store, node_parser=parser, documents_per_batch=4, show_progress=False
+    )
     expected = parser.get_nodes_from_documents(result.documents)
     assert report == IngestReport(documents=10, nodes=len(expected), embedded=len(expected), unchanged=0, skipped=[])
     assert len(expected) > 10
@@ -91,7 +94,13 @@ def test_rerun_embeds_nothing_and_an_edit_embeds_only_that_file(qdrant, embed_mo
         return real(self, texts, *args, **kwargs)
 
     monkeypatch.setattr(type(embed_model), "get_text_embedding_batch", spy)
-    second = ingest_documents(read_documents([str(tmp_path / "corpus")]).documents, embed_model, store, node_parser=parser, show_progress=False)
+    second = ingest_documents(
+        read_documents([str(tmp_path / "corpus")]).documents,
+        embed_model,
+        store,
+        node_parser=parser,
+        show_progress=False,
+    )
     assert (second.embedded, second.unchanged, second.nodes) == (0, first.nodes, first.nodes)
     assert embedded_texts == [] and sorted(point_ids(qdrant.client, name)) == ids
 
@@ -111,8 +120,16 @@ def test_rerun_embeds_nothing_and_an_edit_embeds_only_that_file(qdrant, embed_mo
 
     # the file shrinks to one sentence: its surplus points go
     edited.write_text("A short note.\n")
-    fourth = ingest_documents(read_documents([str(tmp_path / "corpus")]).documents, embed_model, store, node_parser=parser, show_progress=False)
-    assert fourth.embedded == 1 and len(point_ids(qdrant.client, name)) == fourth.nodes == third.nodes - len(new_nodes) + 1
+    fourth = ingest_documents(
+        read_documents([str(tmp_path / "corpus")]).documents,
+        embed_model,
+        store,
+        node_parser=parser,
+        show_progress=False,
+    )
+    assert (
+        fourth.embedded == 1 and len(point_ids(qdrant.client, name)) == fourth.nodes == third.nodes - len(new_nodes) + 1
+    )
 
 
 CHILD = textwrap.dedent(
@@ -166,7 +183,10 @@ def test_kill_9_mid_ingest_then_rerun_completes_without_reembedding(embed_model,
     with open(tmp_path / "child.err", "w") as stderr:
         child = subprocess.Popen(
             [sys.executable, str(script), minilm_path(), str(corpus), str(storage), name, str(CHUNK)],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
         )
         guard = threading.Timer(240, child.kill)  # never hang the suite on a stuck child
         guard.start()
@@ -181,7 +201,10 @@ def test_kill_9_mid_ingest_then_rerun_completes_without_reembedding(embed_model,
         finally:
             guard.cancel()
             child.stdout.close()
-    assert lines[0] == "ready 10" and child.returncode == -signal.SIGKILL, (lines, (tmp_path / "child.err").read_text()[-3000:])
+    assert lines[0] == "ready 10" and child.returncode == -signal.SIGKILL, (
+        lines,
+        (tmp_path / "child.err").read_text()[-3000:],
+    )
 
     documents = read_documents([str(corpus)]).documents
     parser = node_parser_for(embed_model, chunk_size=CHUNK)
@@ -197,7 +220,9 @@ def test_kill_9_mid_ingest_then_rerun_completes_without_reembedding(embed_model,
         assert set(survived) == first_two_batches and len(survived) == written_by_child
         assert 0 < len(survived) < len(expected)
 
-        report = ingest_documents(documents, embed_model, store, node_parser=parser, documents_per_batch=2, show_progress=False)
+        report = ingest_documents(
+            documents, embed_model, store, node_parser=parser, documents_per_batch=2, show_progress=False
+        )
         stored = point_ids(client, name)
         assert client.count(name, exact=True).count == len(stored) == len(set(stored)) == len(expected) == report.nodes
         assert set(stored) == expected

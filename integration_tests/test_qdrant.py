@@ -27,7 +27,10 @@ from tests.utils import SHARED_DATA, sample_texts
 
 def documents(count=6, seed=0, words=(60, 400)):
     texts = sample_texts(count, seed=seed, min_words=words[0], max_words=words[1])
-    return [Document(text=text, doc_id=f"file-{i}.txt", metadata={"file_name": f"file-{i}.txt"}) for i, text in enumerate(texts)]
+    return [
+        Document(text=text, doc_id=f"file-{i}.txt", metadata={"file_name": f"file-{i}.txt"})
+        for i, text in enumerate(texts)
+    ]
 
 
 def count(backend, collection):
@@ -169,7 +172,14 @@ def test_interrupted_ingest_resumes_without_duplicates_or_losses(qdrant, embed_m
     docs = documents(6, words=(100, 200))
     expected = len(parser.get_nodes_from_documents(docs))
     with pytest.raises(RuntimeError, match="simulated crash"):
-        ingest_documents(docs, embed_model, FailingStore(store, fail_at=2), node_parser=parser, documents_per_batch=2, show_progress=False)
+        ingest_documents(
+            docs,
+            embed_model,
+            FailingStore(store, fail_at=2),
+            node_parser=parser,
+            documents_per_batch=2,
+            show_progress=False,
+        )
     partial = count(qdrant, name)
     assert 0 < partial < expected
     ingest_documents(docs, embed_model, store, node_parser=parser, documents_per_batch=2, show_progress=False)
@@ -208,7 +218,8 @@ def test_failed_create_leaves_no_collection(qdrant, embed_model, monkeypatch):
 
 
 def squad_corpus(articles=25, per_article=4, budget_words=330):
-    data = json.load(gzip.open(SHARED_DATA / "squad" / "squad-v1.1-train.json.gz"))["data"]
+    with gzip.open(SHARED_DATA / "squad" / "squad-v1.1-train.json.gz") as handle:
+        data = json.load(handle)["data"]
     docs, questions = [], []
     for article in data[:articles]:
         paragraphs = article["paragraphs"]
@@ -227,7 +238,9 @@ def squad_corpus(articles=25, per_article=4, budget_words=330):
     return docs, questions
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason=f"shared data not found at {SHARED_DATA} (set POSFAIR_DATA)")
+@pytest.mark.skipif(
+    not (SHARED_DATA / "squad").is_dir(), reason=f"shared data not found at {SHARED_DATA} (set POSFAIR_DATA)"
+)
 def test_real_corpus_retrieval(qdrant, embed_model):
     docs, questions = squad_corpus()
     sample = random.Random(0).sample(questions, 50)

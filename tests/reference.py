@@ -49,7 +49,7 @@ def naive_calibrated_row(row, valid, isolated, pool, variant, strength, basket_s
             target = 0.0
     else:
         raise ValueError(variant)
-    for basket, mass in zip(baskets, masses):
+    for basket, mass in zip(baskets, masses, strict=True):
         if mass > 0:
             for p in basket:
                 out[p] = target * float(a[p]) / mass
@@ -91,8 +91,14 @@ def naive_attention(module, query, key, value, attention_mask, scaling=None, dro
             for h in range(heads):
                 for qi in query_rows:
                     probs[b, h, qi] = naive_calibrated_row(
-                        probs[b, h, qi], valid, isolated, pool, plan["variant"], plan["strength"],
-                        plan["basket_size"], plan.get("hard_weight", 0.3),
+                        probs[b, h, qi],
+                        valid,
+                        isolated,
+                        pool,
+                        plan["variant"],
+                        plan["strength"],
+                        plan["basket_size"],
+                        plan.get("hard_weight", 0.3),
                     )
     out = (probs @ value.double()).to(value.dtype)
     return out.transpose(1, 2).contiguous(), probs

@@ -36,7 +36,9 @@ def import_graph() -> dict:
                 else:
                     source = node.module or ""
                 # "from package import submodule" imports the submodule
-                targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in node.names]
+                targets = [
+                    f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source for alias in node.names
+                ]
             else:
                 continue
             edges |= {t for t in targets if t in modules and t != name}
@@ -84,7 +86,11 @@ def test_no_import_cycles():
 
 def test_the_library_never_imports_the_command_line():
     graph = import_graph()
-    offenders = {m: sorted(e) for m, e in graph.items() if not m.startswith(f"{PACKAGE}.cli") and any(t.startswith(f"{PACKAGE}.cli") for t in e)}
+    offenders = {
+        m: sorted(e)
+        for m, e in graph.items()
+        if not m.startswith(f"{PACKAGE}.cli") and any(t.startswith(f"{PACKAGE}.cli") for t in e)
+    }
     assert offenders == {}
 
 

@@ -9,8 +9,8 @@ from transformers import AutoModel
 from posfair_llamaindex.attention import PLAN_KWARG
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder
-from tests.utils import sample_texts
 from tests.reference import NAIVE_ATTENTION, naive_pool
+from tests.utils import sample_texts
 
 
 def naive_embeddings(folder, encoder, texts, config):
@@ -89,7 +89,8 @@ def test_plan_reaches_only_the_selected_layers(tiny_model_dir):
     seen = []
     batch = encoder.tokenize(sample_texts(2, min_words=100))
     plan = encoder.plan_for(
-        batch["attention_mask"], CalibrationConfig(basket_size=8, layers="last"),
+        batch["attention_mask"],
+        CalibrationConfig(basket_size=8, layers="last"),
         recorder=lambda layer, plain, used: seen.append((layer, torch.equal(plain, used))),
     )
     with torch.no_grad():
@@ -100,12 +101,27 @@ def test_plan_reaches_only_the_selected_layers(tiny_model_dir):
 
 def test_recorded_rows_are_distributions(tiny_model_dir):
     encoder = PosFairEncoder(tiny_model_dir("qwen3", "last"), padding_side="left")
+    assert encoder.num_layers == 4
     rows = []
     batch = encoder.tokenize(sample_texts(3, seed=4, min_words=20, max_words=90))
-    plan = encoder.plan_for(batch["attention_mask"], CalibrationConfig(basket_size=8), lambda l, p, u: rows.append(u))
+    config = CalibrationConfig(basket_size=8)  # layers 0.5: the last two of four
+    plan = encoder.plan_for(batch["attention_mask"], config, lambda layer, p, u: rows.append((layer, p, u)))
+    assert bool(plan.layout.calibrated.all())  # every text has at least one basket of content
     with torch.no_grad():
         encoder.model(**batch, **{PLAN_KWARG: plan})
-    for used in rows:
-        torch.testing.assert_close(used.sum(-1), torch.ones(used.shape[:2]), atol=1e-5, rtol=0)
-        # padding keys get nothing
-        assert torch.all(used[~batch["attention_mask"].bool()[:, None, :].expand_as(used)] == 0)
+    # exactly one row set per layer, in layer order
+    assert [layer for layer, _, _ in rows] == [0, 1, 2, 3]
+    valid = batch["attention_mask"].bool()
+    n, width = valid.shape
+    for layer, plain, used in rows:
+        assert plain.shape == used.shape == (n, 4, width)  # [texts, heads, keys]
+        for probs in (plain, used):
+            torch.testing.assert_close(probs.sum(-1), torch.ones(probs.shape[:2]), atol=1e-5, rtol=0)
+            # padding keys get nothing
+            assert torch.all(probs[~valid[:, None, :].expand_as(probs)] == 0)
+            assert torch.all(probs >= 0)
+        if layer in (2, 3):
+            # every text's pooling row is calibrated in the selected layers
+            assert (used - plain).abs().amax(dim=(1, 2)).min() > 1e-4
+        else:
+            assert torch.equal(used, plain)

@@ -46,8 +46,14 @@ def reference(probs, mask, pooling, config):
         isolated, pool = isolated_positions(valid, pooling)
         for h in range(probs.shape[1]):
             expected[b, h] = naive_calibrated_row(
-                probs[b, h].float(), valid, isolated, pool, config.variant, config.strength,
-                config.basket_size, config.hard_weight,
+                probs[b, h].float(),
+                valid,
+                isolated,
+                pool,
+                config.variant,
+                config.strength,
+                config.basket_size,
+                config.hard_weight,
             )
     return expected
 
@@ -55,7 +61,10 @@ def reference(probs, mask, pooling, config):
 def layout_for(mask, pooling, basket):
     first = pooling in ("first", "last")
     return RowLayout.from_attention_mask(
-        mask, basket_size=basket, isolate_first=first, isolate_last=pooling == "last",
+        mask,
+        basket_size=basket,
+        isolate_first=first,
+        isolate_last=pooling == "last",
         pooling_token=None if pooling == "mean" else pooling,
     )
 
@@ -108,7 +117,9 @@ def test_uniform_gives_every_unit_an_equal_share():
     # 2 isolated tokens (first, last) and 10 content tokens in baskets of 4 -> 3 baskets, 5 units
     mask = torch.ones(1, 12, dtype=torch.long)
     probs = torch.softmax(torch.randn(1, 1, 12), dim=-1)
-    got = calibrate_rows(probs, layout_for(mask, "last", 4), CalibrationConfig(variant="uniform", strength=1.0, basket_size=4))[0, 0]
+    got = calibrate_rows(
+        probs, layout_for(mask, "last", 4), CalibrationConfig(variant="uniform", strength=1.0, basket_size=4)
+    )[0, 0]
     assert got[0].item() == pytest.approx(0.2, abs=1e-6)
     assert got[11].item() == pytest.approx(0.2, abs=1e-6)
     for start, stop in ((1, 5), (5, 9), (9, 11)):

@@ -11,7 +11,11 @@ from posfair_llamaindex.config import CalibrationConfig
 def test_paper_defaults():
     config = CalibrationConfig()
     assert (config.variant, config.strength, config.basket_size, config.layers, config.hard_weight) == (
-        "cls_soft", 0.5, 128, 0.5, 0.3,
+        "cls_soft",
+        0.5,
+        128,
+        0.5,
+        0.3,
     )
     assert config.isolated_tokens is None
 
@@ -85,7 +89,10 @@ def test_tag_is_stable_and_distinguishes_settings():
     assert CalibrationConfig(hard_weight=0.2).tag() == CalibrationConfig().tag()
     assert CalibrationConfig(variant="cls_hard", hard_weight=0.2).tag() != CalibrationConfig(variant="cls_hard").tag()
     # isolated tokens are a set
-    assert CalibrationConfig(isolated_tokens=("last", "first")).tag() == CalibrationConfig(isolated_tokens=("first", "last")).tag()
+    assert (
+        CalibrationConfig(isolated_tokens=("last", "first")).tag()
+        == CalibrationConfig(isolated_tokens=("first", "last")).tag()
+    )
     tag = CalibrationConfig(layers=(0, 2)).tag()
     assert tag["layers"] == [0, 2] and tag["variant"] == "cls_soft" and "schema" in tag
 

@@ -36,7 +36,8 @@ def embedding():
 def padded_nodes():
     """Each fact followed by a passage of shared filler, long enough to be calibrated."""
     filler = sample_texts(len(FACTS), seed=21, min_words=140, max_words=160)
-    return [TextNode(text=f"{fact} {pad}", id_=f"doc-{i}") for i, (pad, fact) in enumerate(zip(filler, FACTS))]
+    pairs = enumerate(zip(filler, FACTS, strict=True))
+    return [TextNode(text=f"{fact} {pad}", id_=f"doc-{i}") for i, (pad, fact) in pairs]
 
 
 def test_retrieves_the_right_node(embedding):
@@ -109,7 +110,11 @@ def test_payload_and_tag_record_the_config(embedding):
 
 def test_instructions_are_prefixed(embedding):
     instructed = PosFairEmbedding(
-        minilm_path(), pooling="first", query_instruction="query: ", text_instruction="passage: ", encoder=embedding.encoder
+        minilm_path(),
+        pooling="first",
+        query_instruction="query: ",
+        text_instruction="passage: ",
+        encoder=embedding.encoder,
     )
     np.testing.assert_allclose(
         instructed.get_query_embedding("barley"), embedding.get_query_embedding("query: barley"), atol=1e-6
@@ -153,3 +158,54 @@ def test_settings_from_tag_rebuild_the_same_embedding(embedding, settings):
     )
     assert rebuilt.fingerprint() == original.fingerprint()
     assert rebuilt.calibration == original.calibration
+
+
+def test_dual_mode_documents_carry_both_vectors_and_queries_stay_plain(embedding):
+    dual = PosFairEmbedding(minilm_path(), pooling="first", mode="dual", encoder=embedding.encoder)
+    assert dual.fusion == "max" and dual.calibration.strength == 0.85  # the first-token dual defaults
+    assert dual.dimension == 384 and dual.document_dimension == 768
+    text = sample_texts(1, seed=8, min_words=300, max_words=300)[0]
+    vector = dual.get_text_embedding(text)
+    plain_half, calibrated_half = dual.split_dual(vector)
+    plain = PosFairEmbedding(minilm_path(), pooling="first", mode="plain", encoder=embedding.encoder)
+    calibrated = PosFairEmbedding(
+        minilm_path(), pooling="first", calibration=CalibrationConfig(strength=0.85), encoder=embedding.encoder
+    )
+    assert np.dot(plain_half, plain.get_text_embedding(text)) >= 0.99999
+    assert np.dot(calibrated_half, calibrated.get_text_embedding(text)) >= 0.99999
+    np.testing.assert_allclose(dual.get_query_embedding(text), plain.get_query_embedding(text), atol=1e-6)
+
+
+def test_dual_tag_records_mode_settings_and_fusion(embedding):
+    dual = PosFairEmbedding(minilm_path(), pooling="first", mode="dual", fusion="rrf", encoder=embedding.encoder)
+    tag = dual.tag()
+    assert tag["mode"] == "dual" and tag["fusion"] == "rrf" and tag["calibration"]["strength"] == 0.85
+    other_fusion = PosFairEmbedding(
+        minilm_path(), pooling="first", mode="dual", fusion="max", encoder=embedding.encoder
+    )
+    # the fusion is chosen at query time: it is recorded, but the stored vectors (and fingerprint) are the same
+    assert other_fusion.fingerprint() == dual.fingerprint()
+    single = PosFairEmbedding(
+        minilm_path(), pooling="first", calibration=CalibrationConfig(strength=0.85), encoder=embedding.encoder
+    )
+    assert single.fingerprint() != dual.fingerprint() and "fusion" not in single.tag()
+
+
+def test_dual_settings_are_checked(embedding):
+    with pytest.raises(ValueError, match="fusion is only used by mode 'dual'"):
+        PosFairEmbedding(minilm_path(), pooling="first", fusion="max", encoder=embedding.encoder)
+    with pytest.raises(ValueError, match="fusion"):
+        PosFairEmbedding(minilm_path(), pooling="first", mode="dual", fusion="mean", encoder=embedding.encoder)
+    with pytest.raises(ValueError, match="strength 0"):
+        PosFairEmbedding(
+            minilm_path(),
+            pooling="first",
+            mode="dual",
+            calibration=CalibrationConfig(strength=0.0),
+            encoder=embedding.encoder,
+        )
+    dual = PosFairEmbedding(minilm_path(), pooling="first", mode="dual", encoder=embedding.encoder)
+    with pytest.raises(ValueError, match="768 floats"):
+        dual.split_dual([0.0] * 384)
+    with pytest.raises(ValueError, match="two halves"):
+        embedding.split_dual([0.0] * 768)

@@ -155,7 +155,9 @@ def test_half_precision_encodes_finite_vectors(tiny_model_dir):
 
 
 def test_unsupported_model_is_refused_at_construction(tmp_path):
-    config = MPNetConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+    config = MPNetConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+    )
     AutoModel.from_config(copy.deepcopy(config)).save_pretrained(tmp_path)
     AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(tmp_path)
     with pytest.raises(UnsupportedModelError, match="Supported: BERT"):
@@ -216,7 +218,14 @@ def test_dense_head_from_sentence_transformers_files(tmp_path, tiny_model_dir):
     (folder / "modules.json").write_text(json.dumps(modules))
     (folder / "2_Dense").mkdir()
     (folder / "2_Dense" / "config.json").write_text(
-        json.dumps({"in_features": 64, "out_features": 24, "bias": True, "activation_function": "torch.nn.modules.activation.Tanh"})
+        json.dumps(
+            {
+                "in_features": 64,
+                "out_features": 24,
+                "bias": True,
+                "activation_function": "torch.nn.modules.activation.Tanh",
+            }
+        )
     )
     torch.manual_seed(0)
     weight, bias = torch.randn(24, 64), torch.randn(24)

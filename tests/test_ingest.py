@@ -33,15 +33,18 @@ def messy_folder(root: Path) -> dict:
     """Good and bad files under ``root``; returns {name: expected skip reason or None}."""
     (root / "sub").mkdir(parents=True)
     files = {
-        "a.txt": ("The river city museum opened a new wing.\nIt holds ancient maps.\n".encode(), None),
-        "sub/b.md": ("# Notes\n\nFarmers planted barley near the old stone bridge.\n".encode(), None),
-        "café-utf8.txt": ("Un café près du pont, déjà fermé.\n".encode("utf-8"), None),
+        "a.txt": (b"The river city museum opened a new wing.\nIt holds ancient maps.\n", None),
+        "sub/b.md": (b"# Notes\n\nFarmers planted barley near the old stone bridge.\n", None),
+        "café-utf8.txt": ("Un café près du pont, déjà fermé.\n".encode(), None),
         "bom.txt": ("\ufeffText after a byte order mark.\n".encode("utf-8"), None),
         "empty.txt": (b"", "empty file"),
         "blank.md": (b"  \n\t\r\n   \n", "no text (whitespace only)"),
         "bom-blank.txt": ("\ufeff \n".encode("utf-8"), "no text (whitespace only)"),
         "binary.txt": (b"PK\x03\x04\x00\x00\x08\x00binary stuff\xff\x00", "binary file (NUL bytes)"),
-        "latin1.txt": ("café au lait".encode("latin-1"), "not UTF-8 text (invalid byte 0xe9 at offset 3); convert it to UTF-8"),
+        "latin1.txt": (
+            "café au lait".encode("latin-1"),
+            "not UTF-8 text (invalid byte 0xe9 at offset 3); convert it to UTF-8",
+        ),
         "utf16.txt": ("hello".encode("utf-16"), "not UTF-8 text (UTF-16 byte order mark); convert it to UTF-8"),
         "sub/big.md": (b"word " * 600, "larger than the 2 KiB limit (2.9 KiB)"),
         "ignored.csv": (b"a,b\n1,2\n", "not a candidate"),
@@ -181,7 +184,9 @@ def fake_model(content_limit=40, fail=None):
         return [[float(len(t)), 1.0] for t in texts]
 
     encoder = SimpleNamespace(tokenizer=WordTokenizer(), content_limit=content_limit)
-    return SimpleNamespace(encoder=encoder, text_instruction=None, get_text_embedding_batch=get_text_embedding_batch, calls=calls)
+    return SimpleNamespace(
+        encoder=encoder, text_instruction=None, get_text_embedding_batch=get_text_embedding_batch, calls=calls
+    )
 
 
 class FakeStore:
@@ -230,7 +235,9 @@ def test_node_ids_depend_only_on_document_id_and_position():
     document = docs(1)[0]
     nodes = parser.get_nodes_from_documents([document])
     assert len(nodes) > 2
-    assert [n.node_id for n in nodes] == [str(uuid.uuid5(NODE_ID_NAMESPACE, f"{document.doc_id}#{i}")) for i in range(len(nodes))]
+    assert [n.node_id for n in nodes] == [
+        str(uuid.uuid5(NODE_ID_NAMESPACE, f"{document.doc_id}#{i}")) for i in range(len(nodes))
+    ]
     again = node_parser_for(model, chunk_size=30).get_nodes_from_documents([with_text(document, document.text)])
     assert [n.node_id for n in again] == [n.node_id for n in nodes]
     with pytest.raises(ValueError, match="exceeds"):
@@ -252,7 +259,9 @@ def test_rerun_embeds_nothing_and_an_edit_embeds_only_that_file():
     edited = with_text(corpus[3], corpus[3].text.replace("the", "a", 1))
     own = len(parser.get_nodes_from_documents([edited]))
     third = ingest_documents([*corpus[:3], edited, corpus[4]], model, store, node_parser=parser, show_progress=False)
-    assert third.embedded == 1 and third.unchanged == expected - 1 and third.nodes == expected  # only the node holding the edit
+    assert (
+        third.embedded == 1 and third.unchanged == expected - 1 and third.nodes == expected
+    )  # only the node holding the edit
     assert own == len(parser.get_nodes_from_documents([corpus[3]]))
 
     shorter = with_text(corpus[0], " ".join(corpus[0].text.split()[:10]))
@@ -297,7 +306,14 @@ def test_embedding_error_names_the_file_and_node_of_the_position():
 def test_embedding_error_without_a_position_names_the_batch_files():
     model = fake_model(fail=RuntimeError("CUDA out of memory"))
     with pytest.raises(IngestError, match="CUDA out of memory") as info:
-        ingest_documents(docs(3), model, FakeStore(), node_parser=node_parser_for(model, chunk_size=30), documents_per_batch=2, show_progress=False)
+        ingest_documents(
+            docs(3),
+            model,
+            FakeStore(),
+            node_parser=node_parser_for(model, chunk_size=30),
+            documents_per_batch=2,
+            show_progress=False,
+        )
     message = str(info.value)
     assert message.startswith("embedding failed for a batch of ")
     assert "/corpus/file-0.txt" in message and "/corpus/file-1.txt" in message and "file-2" not in message
@@ -319,7 +335,9 @@ class StubParser:
 def test_whitespace_nodes_are_dropped_with_a_warning(caplog):
     model, store = fake_model(), FakeStore()
     with caplog.at_level(logging.WARNING, logger="posfair_llamaindex.ingest"):
-        report = ingest_documents([Document(text="x", doc_id="/c/a.txt")], model, store, node_parser=StubParser(), show_progress=False)
+        report = ingest_documents(
+            [Document(text="x", doc_id="/c/a.txt")], model, store, node_parser=StubParser(), show_progress=False
+        )
     assert (report.nodes, report.embedded) == (2, 2)
     assert model.calls == [["first part", "third part"]]
     assert set(store.points) == {point_id("/c/a.txt#0"), point_id("/c/a.txt#2")}
@@ -329,7 +347,13 @@ def test_whitespace_nodes_are_dropped_with_a_warning(caplog):
 def test_split_failure_and_duplicate_documents_name_the_file():
     model = fake_model()
     with pytest.raises(IngestError, match="/c/broken.txt: splitting into nodes failed: tokenizer exploded"):
-        ingest_documents([Document(text="x", doc_id="/c/broken.txt")], model, FakeStore(), node_parser=StubParser(), show_progress=False)
+        ingest_documents(
+            [Document(text="x", doc_id="/c/broken.txt")],
+            model,
+            FakeStore(),
+            node_parser=StubParser(),
+            show_progress=False,
+        )
     twice = [Document(text="x", doc_id="/c/a.txt"), Document(text="y", doc_id="/c/a.txt")]
     with pytest.raises(IngestError, match="/c/a.txt: document id .* is passed twice"):
         ingest_documents(twice, model, FakeStore(), node_parser=StubParser(), show_progress=False)

@@ -72,7 +72,9 @@ def test_chunk_size_is_bounded_by_the_model(encoder):
 
 
 def test_sea_mode_in_the_embedding(encoder):
-    sea = PosFairEmbedding(minilm_path(), mode="sea", chunker=ChunkerConfig(kind="sentence", chunk_size=30), encoder=encoder)
+    sea = PosFairEmbedding(
+        minilm_path(), mode="sea", chunker=ChunkerConfig(kind="sentence", chunk_size=30), encoder=encoder
+    )
     plain = PosFairEmbedding(minilm_path(), mode="plain", encoder=encoder)
     document = " ".join(PARAGRAPHS)
     assert np.abs(np.array(sea.get_text_embedding(document)) - plain.get_text_embedding(document)).max() > 1e-3
@@ -80,7 +82,9 @@ def test_sea_mode_in_the_embedding(encoder):
     tag = sea.tag()
     assert tag["mode"] == "sea" and tag["chunker"] == {"kind": "sentence", "chunk_size": 30, "overlap": 0}
     assert tag["calibration"] is None
-    other = PosFairEmbedding(minilm_path(), mode="sea", chunker=ChunkerConfig(kind="token", chunk_size=30), encoder=encoder)
+    other = PosFairEmbedding(
+        minilm_path(), mode="sea", chunker=ChunkerConfig(kind="token", chunk_size=30), encoder=encoder
+    )
     assert other.fingerprint() != sea.fingerprint()
 
 

@@ -39,8 +39,13 @@ TINY_CONFIGS = {
     "xlm-roberta": (XLMRobertaConfig(**_COMMON, max_position_embeddings=514, pad_token_id=0), "first"),
     "modernbert": (
         ModernBertConfig(
-            **_COMMON, **_SPECIAL, cls_token_id=101, sep_token_id=102, max_position_embeddings=512,
-            global_attn_every_n_layers=2, local_attention=32,
+            **_COMMON,
+            **_SPECIAL,
+            cls_token_id=101,
+            sep_token_id=102,
+            max_position_embeddings=512,
+            global_attn_every_n_layers=2,
+            local_attention=32,
         ),
         "first",
     ),
@@ -86,10 +91,11 @@ def write_st_pooling(folder: Path, pooling: str) -> None:
 
 def sample_texts(count: int, seed: int = 0, min_words: int = 5, max_words: int = 180) -> list:
     """Readable English-like texts of varied lengths (deterministic)."""
-    words = (
+    vocabulary = (
         "the river city museum opened a new wing for ancient maps while scientists argued about the origin "
         "of coastal storms and farmers planted barley near the old stone bridge during a cold spring season "
         "students wrote essays on trade routes glaciers volcanoes and the history of printing presses"
-    ).split()
+    )
+    words = vocabulary.split()
     rng = random.Random(seed)
     return [" ".join(rng.choice(words) for _ in range(rng.randint(min_words, max_words))) for _ in range(count)]

@@ -12,8 +12,9 @@ encoders, or two threads sharing one, never see each other's batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -44,6 +45,11 @@ class CalibrationPlan:
     pool_positions: Optional[Tensor] = None  # [N] long, the pooling token of each sequence (not for mean)
     tile_elements: int = 1 << 23  # score elements per query tile when every row is calibrated
     recorder: Optional[RowRecorder] = field(default=None, compare=False)
+    # dual encoding: the batch of ``dual_batch`` sequences is doubled at layer ``branch_layer``; from there
+    # on its first half is the plain branch and its second half the calibrated one (the layout and the
+    # pooling positions describe one half)
+    dual_batch: Optional[int] = None
+    branch_layer: Optional[int] = None
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -52,6 +58,10 @@ class CalibrationPlan:
             raise ValueError(f"pooling {self.pooling!r} needs pool_positions")
         if self.recorder is not None and self.pooling == "mean":
             raise ValueError("recording pooling rows needs a pooling token; mean pooling has none")
+        if (self.dual_batch is None) != (self.branch_layer is None):
+            raise ValueError("a dual plan needs both dual_batch and branch_layer")
+        if self.dual_batch is not None and self.recorder is not None:
+            raise ValueError("a dual plan cannot record rows")
 
 
 def posfair_attention(
@@ -74,12 +84,47 @@ def posfair_attention(
         plan is not None and not plan.config.is_plain and layer in plan.layers and plan.layout.any_calibrated
     )
     record_here = plan is not None and plan.recorder is not None
+    if calibrate_here and plan.dual_batch is not None:
+        return _dual(module, query, key, value, attention_mask, scaling, dropout, plan, kwargs), None
+    return _attention(
+        module, query, key, value, attention_mask, scaling, dropout, plan, calibrate_here, record_here, kwargs
+    ), None
+
+
+def _attention(module, query, key, value, attention_mask, scaling, dropout, plan, calibrate_here, record_here, kwargs):
     if calibrate_here and plan.pooling == "mean":
-        return _all_rows_calibrated(module, query, key, value, attention_mask, scaling, dropout, plan, kwargs), None
-    out, _ = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        return _all_rows_calibrated(module, query, key, value, attention_mask, scaling, dropout, plan, kwargs)
+    out, _ = sdpa_attention_forward(
+        module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+    )
     if calibrate_here or record_here:
-        out = _pooling_row_calibrated(module, query, key, value, attention_mask, scaling, plan, calibrate_here, kwargs, out)
-    return out, None
+        out = _pooling_row_calibrated(
+            module, query, key, value, attention_mask, scaling, plan, calibrate_here, kwargs, out
+        )
+    return out
+
+
+def _dual(module, query, key, value, attention_mask, scaling, dropout, plan, kwargs):
+    """A calibrated layer of a doubled batch: the first half plain, the second half calibrated."""
+    n = plan.dual_batch
+    if query.shape[0] != 2 * n:
+        raise RuntimeError(
+            f"a dual plan for {n} sequences reached layer {module.layer_idx} with a batch of {query.shape[0]}; "
+            "the encoder doubles the batch at the branch layer"
+        )
+
+    def half(tensor, part):
+        if tensor is None or tensor.shape[0] == 1:  # absent, or broadcast over the batch
+            return tensor
+        return tensor[:n] if part == 0 else tensor[n:]
+
+    plain, _ = sdpa_attention_forward(
+        module, query[:n], key[:n], value[:n], half(attention_mask, 0), scaling=scaling, dropout=dropout, **kwargs
+    )
+    calibrated = _attention(
+        module, query[n:], key[n:], value[n:], half(attention_mask, 1), scaling, dropout, plan, True, False, kwargs
+    )
+    return torch.cat([plain, calibrated.to(plain.dtype)], dim=0)
 
 
 def _pooling_row_calibrated(module, query, key, value, attention_mask, scaling, plan, calibrate_here, kwargs, out):
@@ -118,7 +163,9 @@ def _all_rows_calibrated(module, query, key, value, attention_mask, scaling, dro
         out[:, start:stop] = _weighted_values(used, value).transpose(1, 2).to(out.dtype)
     if not plan.layout.all_calibrated:
         # short documents stay bit-for-bit plain, whatever else shares their batch
-        plain, _ = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        plain, _ = sdpa_attention_forward(
+            module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+        )
         out = torch.where(plan.layout.calibrated[:, None, None, None], out, plain)
     return out
 

@@ -47,7 +47,7 @@ class RowLayout:
         isolate_last: bool,
         pooling_token: Optional[str],
         device: Optional[torch.device] = None,
-    ) -> "RowLayout":
+    ) -> RowLayout:
         """Describe a padded batch whose valid tokens form one contiguous run per row (any padding side)."""
         if attention_mask.dim() != 2:
             raise ValueError(f"attention_mask must be [batch, length], got shape {tuple(attention_mask.shape)}")
@@ -129,7 +129,9 @@ def calibrate_rows(probs: Tensor, layout: RowLayout, config: CalibrationConfig) 
     content_mass = basket_mass.sum(dim=-1, keepdim=True)
 
     basket_target, isolated = _targets(rows, layout, config, live_count, content_mass)
-    factor = torch.where(live, lam * basket_target / basket_mass.clamp(min=torch.finfo(rows.dtype).tiny) + (1.0 - lam), 1.0)
+    factor = torch.where(
+        live, lam * basket_target / basket_mass.clamp(min=torch.finfo(rows.dtype).tiny) + (1.0 - lam), 1.0
+    )
 
     if index is None:
         out = rows.clone()

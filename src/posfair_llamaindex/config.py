@@ -5,7 +5,7 @@ The tag is what a vector store records so that vectors made under different sett
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Tuple, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
 
@@ -13,7 +13,7 @@ from posfair_llamaindex.options import Variant
 from posfair_llamaindex.tag import TAG_SCHEMA, fingerprint_of
 
 IsolatedToken = Literal["first", "last"]
-LayerSpec = Union[Literal["last"], StrictInt, StrictFloat, Tuple[StrictInt, ...]]
+LayerSpec = Union[Literal["last"], StrictInt, StrictFloat, tuple[StrictInt, ...]]
 
 
 class CalibrationConfig(BaseModel):
@@ -34,7 +34,7 @@ class CalibrationConfig(BaseModel):
     basket_size: StrictInt = Field(default=128, ge=1, description="Content tokens per basket.")
     layers: LayerSpec = Field(default=0.5, description="Which layers are calibrated.")
     hard_weight: float = Field(default=0.3, ge=0.0, lt=1.0, description="Pooling-token mass under cls_hard.")
-    isolated_tokens: Optional[Tuple[IsolatedToken, ...]] = Field(
+    isolated_tokens: Optional[tuple[IsolatedToken, ...]] = Field(
         default=None, description="Edge tokens kept out of the baskets; None = pooling default."
     )
 
@@ -56,7 +56,7 @@ class CalibrationConfig(BaseModel):
 
     @field_validator("isolated_tokens")
     @classmethod
-    def _check_isolated(cls, value: Optional[Tuple[str, ...]]) -> Optional[Tuple[str, ...]]:
+    def _check_isolated(cls, value: Optional[tuple[str, ...]]) -> Optional[tuple[str, ...]]:
         if value is None:
             return None
         # order-free: ("last", "first") and ("first", "last") are the same setting and the same tag
@@ -67,7 +67,7 @@ class CalibrationConfig(BaseModel):
         """True when calibration cannot change anything (strength 0)."""
         return self.strength == 0.0
 
-    def resolve_layers(self, num_layers: int) -> Tuple[int, ...]:
+    def resolve_layers(self, num_layers: int) -> tuple[int, ...]:
         """The sorted, non-negative layer indices this config calibrates in a model of ``num_layers`` layers."""
         if num_layers < 1:
             raise ValueError(f"a model needs at least one layer, got num_layers={num_layers}")
@@ -102,4 +102,3 @@ class CalibrationConfig(BaseModel):
     def fingerprint(self) -> str:
         """A short stable hash of :meth:`tag`."""
         return fingerprint_of(self.tag())
-

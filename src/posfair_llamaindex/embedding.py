@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Optional, Union
 
 from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
 from llama_index.core.callbacks import CallbackManager
@@ -16,10 +16,18 @@ from pydantic import Field, PrivateAttr
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder, check_texts
-from posfair_llamaindex.options import DType, Mode, Pooling
+from posfair_llamaindex.options import DType, Fusion, Mode, Pooling
 from posfair_llamaindex.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
 from posfair_llamaindex.version import __version__
+
+# Dual mode's defaults per pooling, picked from SQuAD-LongPosQ and SciFact together (docs/RESULTS.md, dual
+# section): the strength of the calibrated vector and the rule that fuses its score with the plain one.
+DUAL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "first": {"strength": 0.85, "fusion": "max"},
+    "last": {"strength": 0.85, "fusion": "max"},
+    "mean": {"strength": 0.85, "fusion": "max"},
+}
 
 
 class PosFairEmbedding(BaseEmbedding):
@@ -27,9 +35,15 @@ class PosFairEmbedding(BaseEmbedding):
 
     Args:
         model_name: hub id or local folder of a transformers (optionally sentence-transformers) model.
-        calibration: how document attention is calibrated; paper defaults when omitted.
-        mode: ``"calibrated"`` (documents calibrated), ``"plain"`` (the unmodified model, for comparison) or
-            ``"sea"`` (documents chunked with chonkie, chunks embedded plain and averaged).
+        calibration: how document attention is calibrated; paper defaults when omitted (in dual mode the
+            defaults of :data:`DUAL_DEFAULTS` for the model's pooling).
+        mode: ``"calibrated"`` (documents calibrated), ``"plain"`` (the unmodified model, for comparison),
+            ``"sea"`` (documents chunked with chonkie, chunks embedded plain and averaged) or ``"dual"``
+            (a plain and a calibrated vector per document from one shared pass, fused at query time).
+        fusion: dual mode's rule for combining a document's two scores: ``"max"``, ``"rrf"`` or ``"sum"``.
+            In dual mode a document embedding is the plain vector followed by the calibrated one
+            (``2 * dimension`` floats); :func:`~posfair_llamaindex.tagged_vector_store` stores them as two
+            named vectors and fuses at query time. A store that holds one vector per node cannot do this.
         chunker: the SEA chunker settings (semantic chunker on the model itself by default).
         pooling: ``"first"``, ``"last"`` or ``"mean"``; detected from sentence-transformers files when None.
         max_length: token limit; the model's own limit when None. Longer texts are truncated with a warning.
@@ -43,6 +57,7 @@ class PosFairEmbedding(BaseEmbedding):
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig, description="Calibration settings.")
     mode: Mode = Field(default="calibrated", description="How documents are encoded.")
     chunker: Optional[ChunkerConfig] = Field(default=None, description="SEA chunker settings (mode 'sea').")
+    fusion: Optional[Fusion] = Field(default=None, description="Dual mode's score fusion rule (mode 'dual').")
     pooling: Optional[Pooling] = Field(default=None, description="Pooling; detected if None.")
     max_length: Optional[int] = Field(default=None, description="Maximum tokens per text.", ge=2)
     normalize: bool = Field(default=True, description="Whether vectors are L2-normalised.")
@@ -61,6 +76,7 @@ class PosFairEmbedding(BaseEmbedding):
         calibration: Optional[CalibrationConfig] = None,
         mode: Mode = "calibrated",
         chunker: Optional[ChunkerConfig] = None,
+        fusion: Optional[Fusion] = None,
         pooling: Optional[Pooling] = None,
         max_length: Optional[int] = None,
         normalize: bool = True,
@@ -82,12 +98,15 @@ class PosFairEmbedding(BaseEmbedding):
             raise TypeError(f"chunker must be a ChunkerConfig, got {type(chunker).__name__}")
         if chunker is not None and mode != "sea":
             raise ValueError(f"chunker settings are only used by mode 'sea', not {mode!r}")
+        if fusion is not None and mode != "dual":
+            raise ValueError(f"fusion is only used by mode 'dual', not {mode!r}")
         # validate the cheap settings before loading any weights
         super().__init__(
             model_name=model_name,
             calibration=calibration or CalibrationConfig(),
             mode=mode,
             chunker=chunker if chunker is not None or mode != "sea" else ChunkerConfig(),
+            fusion=fusion,
             pooling=pooling,
             max_length=max_length,
             normalize=normalize,
@@ -109,9 +128,22 @@ class PosFairEmbedding(BaseEmbedding):
                 dtype=dtype,
                 trust_remote_code=trust_remote_code,
             )
-        elif pooling is not None and encoder.pooling != pooling or max_length is not None and encoder.max_length != max_length:
+        elif (
+            pooling is not None
+            and encoder.pooling != pooling
+            or max_length is not None
+            and encoder.max_length != max_length
+        ):
             raise ValueError("a shared encoder must already have the requested pooling and max_length")
-        if self.mode == "calibrated":
+        if self.mode == "dual":
+            defaults = DUAL_DEFAULTS[encoder.pooling]
+            if calibration is None:
+                self.calibration = CalibrationConfig(strength=defaults["strength"])
+            if self.fusion is None:
+                self.fusion = defaults["fusion"]
+            if self.calibration.is_plain:
+                raise ValueError("mode 'dual' needs a calibrated half: strength 0 would store the plain vector twice")
+        if self.mode in ("calibrated", "dual"):
             encoder.check_calibration(self.calibration)
         self._encoder = encoder
         if self.mode == "sea":
@@ -136,7 +168,25 @@ class PosFairEmbedding(BaseEmbedding):
 
     @property
     def dimension(self) -> int:
+        """Size of one vector (a query's, and each of a dual document's two)."""
         return self._encoder.dimension
+
+    @property
+    def is_dual(self) -> bool:
+        return self.mode == "dual"
+
+    @property
+    def document_dimension(self) -> int:
+        """Size of what ``get_text_embedding`` returns: ``2 * dimension`` in dual mode."""
+        return self.dimension * (2 if self.is_dual else 1)
+
+    def split_dual(self, embedding: Embedding) -> tuple:
+        """A dual document embedding as ``(plain, calibrated)``."""
+        if not self.is_dual:
+            raise ValueError(f"only dual embeddings have two halves; this one is mode {self.mode!r}")
+        if len(embedding) != self.document_dimension:
+            raise ValueError(f"a dual embedding has {self.document_dimension} floats, got {len(embedding)}")
+        return list(embedding[: self.dimension]), list(embedding[self.dimension :])
 
     @property
     def segmenter(self) -> Optional[SegmentEmbedAverage]:
@@ -144,13 +194,13 @@ class PosFairEmbedding(BaseEmbedding):
         return self._sea
 
     # ------------------------------------------------------------------ what produced the vectors
-    def tag(self) -> Dict[str, Any]:
+    def tag(self) -> dict[str, Any]:
         """Everything that decides what a document vector means, plus where it came from.
 
         Keys in :data:`INFORMATIONAL_TAG_KEYS` (package version, model path) are recorded but do not take
         part in :meth:`fingerprint`: the same weights loaded from another folder make the same vectors.
         """
-        return {
+        tag = {
             "schema": TAG_SCHEMA,
             "encoding_version": ENCODING_VERSION,
             "package_version": __version__,
@@ -158,35 +208,43 @@ class PosFairEmbedding(BaseEmbedding):
             "model_weights": self._encoder.weights_identity,
             "pooling": self.pooling,
             "mode": self.mode,
-            "calibration": self.calibration.tag() if self.mode == "calibrated" else None,
+            "calibration": self.calibration.tag() if self.mode in ("calibrated", "dual") else None,
             "chunker": self._sea.tag() if self._sea is not None else None,
             "dimension": self.dimension,
             "normalize": self.normalize,
             "max_length": self.max_length,
             "text_instruction": self.text_instruction,
         }
+        if self.is_dual:  # only here, so that the tags (and fingerprints) of the other modes stay as they were
+            tag["fusion"] = self.fusion
+        return tag
 
     def fingerprint(self) -> str:
         return fingerprint_of(comparable_tag(self.tag()))
 
-    def to_payload(self) -> Dict[str, Any]:
+    def to_payload(self) -> dict[str, Any]:
         payload = super().to_payload()
         payload.update(mode=self.mode, pooling=self.pooling, posfair_fingerprint=self.fingerprint())
-        payload["calibration"] = self.calibration.tag() if self.mode == "calibrated" else None
+        payload["calibration"] = self.calibration.tag() if self.mode in ("calibrated", "dual") else None
+        if self.is_dual:
+            payload["fusion"] = self.fusion
         return payload
 
     # ------------------------------------------------------------------ embedding
-    def _documents(self, texts: List[str]) -> List[Embedding]:
+    def _documents(self, texts: list[str]) -> list[Embedding]:
         prefix = self.text_instruction or ""
         if self._sea is not None:
             checked = check_texts(texts)
-            return self._sea.encode(checked, prefix=prefix, batch_size=self.embed_batch_size, normalize=self.normalize).tolist()
-        calibration = self.calibration if self.mode == "calibrated" else None
+            return self._sea.encode(
+                checked, prefix=prefix, batch_size=self.embed_batch_size, normalize=self.normalize
+            ).tolist()
+        calibration = self.calibration if self.mode in ("calibrated", "dual") else None
         vectors = self._encoder.encode(
             [prefix + text for text in check_texts(texts)],
             calibration,
             batch_size=self.embed_batch_size,
             normalize=self.normalize,
+            dual=self.is_dual,
         )
         return vectors.tolist()
 
@@ -201,7 +259,7 @@ class PosFairEmbedding(BaseEmbedding):
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._documents([text])[0]
 
-    def _get_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return self._documents(texts)
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
@@ -210,32 +268,32 @@ class PosFairEmbedding(BaseEmbedding):
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return await asyncio.to_thread(self._get_text_embedding, text)
 
-    async def _aget_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
 
-    def get_text_embedding_batch(self, texts: List[str], show_progress: bool = False, **kwargs: Any) -> List[Embedding]:
+    def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
         """LlamaIndex batching, over texts sorted by length so that batches carry little padding."""
         order = self._length_order(texts)
         vectors = super().get_text_embedding_batch([texts[i] for i in order], show_progress=show_progress, **kwargs)
         return _unsort(vectors, order)
 
     async def aget_text_embedding_batch(
-        self, texts: List[str], show_progress: bool = False, **kwargs: Any
-    ) -> List[Embedding]:
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> list[Embedding]:
         order = self._length_order(texts)
         vectors = await super().aget_text_embedding_batch(
             [texts[i] for i in order], show_progress=show_progress, **kwargs
         )
         return _unsort(vectors, order)
 
-    def _length_order(self, texts: List[str]) -> List[int]:
+    def _length_order(self, texts: list[str]) -> list[int]:
         # checked up front: a bad text anywhere fails the call before any batch is embedded
         prefix = self.text_instruction or ""
         lengths = self._encoder.token_lengths([prefix + text for text in check_texts(texts)])
         return sorted(range(len(texts)), key=lambda i: -lengths[i])
 
 
-def settings_from_tag(tag: Dict[str, Any]) -> Dict[str, Any]:
+def settings_from_tag(tag: dict[str, Any]) -> dict[str, Any]:
     """The constructor settings recorded in a tag written by :meth:`PosFairEmbedding.tag` (its inverse).
 
     JSON turns tuples into lists; they are turned back so the settings rebuild the same configs.
@@ -254,11 +312,12 @@ def settings_from_tag(tag: Dict[str, Any]) -> Dict[str, Any]:
         "text_instruction": tag.get("text_instruction"),
         "calibration": calibration,
         "chunker": tag.get("chunker"),
+        "fusion": tag.get("fusion"),
     }
 
 
-def _unsort(values: List[Embedding], order: List[int]) -> List[Embedding]:
-    result: List[Embedding] = [None] * len(order)  # type: ignore[list-item]
+def _unsort(values: list[Embedding], order: list[int]) -> list[Embedding]:
+    result: list[Embedding] = [None] * len(order)  # type: ignore[list-item]
     for sorted_position, original_position in enumerate(order):
         result[original_position] = values[sorted_position]
     return result

@@ -6,10 +6,12 @@ so queries cost exactly what they cost without this package.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import warnings
-from typing import Iterable, List, Optional, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Optional, Union
 
 import numpy as np
 import torch
@@ -30,7 +32,10 @@ from posfair_llamaindex.pooling import pool_hidden_states, pooling_positions
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_FAMILIES = "BERT, RoBERTa/XLM-RoBERTa (bge-m3, granite), ModernBERT, Qwen3, Gemma3 and other models whose attention goes through transformers' AttentionInterface"
+SUPPORTED_FAMILIES = (
+    "BERT, RoBERTa/XLM-RoBERTa (bge-m3, granite), ModernBERT, Qwen3, Gemma3 and other models whose attention "
+    "goes through transformers' AttentionInterface"
+)
 _DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
 
@@ -38,7 +43,7 @@ class UnsupportedModelError(ValueError):
     """The model computes attention itself, so its attention cannot be calibrated through the interface."""
 
 
-def check_texts(texts: Sequence[object]) -> List[str]:
+def check_texts(texts: Sequence[object]) -> list[str]:
     """Reject what cannot be embedded, naming the offending position."""
     if isinstance(texts, (str, bytes)):
         raise TypeError("expected a list of strings, got a single string")
@@ -116,12 +121,18 @@ class PosFairEncoder:
         except ValueError as error:
             if "attn_implementation" in str(error) or "attention" in str(error).lower():
                 first_sentence = str(error).split(". ")[0]
-                raise UnsupportedModelError(self._unsupported_message(f"transformers refused it ({first_sentence})")) from None
+                raise UnsupportedModelError(
+                    self._unsupported_message(f"transformers refused it ({first_sentence})")
+                ) from None
             raise
         if getattr(model.config, "use_cache", False):
             model.config.use_cache = False
         self.model = model.eval().to(self.device)
         self.num_layers = self._probe_layers()
+        self._layers = self._find_layer_modules()
+        for index, layer in enumerate(self._layers):
+            # acts only on forwards that carry a dual plan; every other forward passes through untouched
+            layer.register_forward_pre_hook(functools.partial(_branch_dual_batch, index), with_kwargs=True)
         self.folder = resolve_local_folder(model_name)
         self.files = read_sentence_transformer_files(self.folder)
         self._weights_identity: Optional[str] = None
@@ -139,7 +150,7 @@ class PosFairEncoder:
 
     def _probe_layers(self) -> int:
         """Run a few tokens through the model and count the layers that called the registered function."""
-        seen: List[Optional[int]] = []
+        seen: list[Optional[int]] = []
         ids = self.tokenizer("probe", return_tensors="pt")
         with torch.inference_mode():
             self.model(**ids.to(self.device), **{PROBE_KWARG: seen})
@@ -155,10 +166,28 @@ class PosFairEncoder:
             )
         return len(layers)
 
+    def _find_layer_modules(self) -> list[torch.nn.Module]:
+        """The model's layer stack, found by structure: the ModuleList whose i-th entry holds layer i's attention.
+
+        Dual encoding doubles the batch where the branches part; that needs a handle on each layer, and
+        this finds one in any family without naming module paths.
+        """
+        for _, candidate in self.model.named_modules():
+            if not isinstance(candidate, torch.nn.ModuleList) or len(candidate) != self.num_layers:
+                continue
+            if all(
+                any(getattr(sub, "layer_idx", None) == index for sub in layer.modules())
+                for index, layer in enumerate(candidate)
+            ):
+                return list(candidate)
+        raise UnsupportedModelError(self._unsupported_message("its layer stack could not be located for dual encoding"))
+
     def _fallback_pooling(self) -> str:
-        causal = bool(getattr(self.model.config, "is_decoder", False)) or any(
-            name.endswith("ForCausalLM") for name in (getattr(self.model.config, "architectures", None) or [])
-        ) or type(self.model).__name__.startswith(("Qwen", "Llama", "Mistral", "Gemma"))
+        causal = (
+            bool(getattr(self.model.config, "is_decoder", False))
+            or any(name.endswith("ForCausalLM") for name in (getattr(self.model.config, "architectures", None) or []))
+            or type(self.model).__name__.startswith(("Qwen", "Llama", "Mistral", "Gemma"))
+        )
         chosen = "last" if causal else "first"
         warnings.warn(
             f"{self.model_name} has no sentence-transformers pooling config; using {chosen!r} pooling. "
@@ -209,6 +238,7 @@ class PosFairEncoder:
         attention_mask: torch.Tensor,
         calibration: CalibrationConfig,
         recorder: Optional[RowRecorder] = None,
+        dual: bool = False,
     ) -> CalibrationPlan:
         isolate_first, isolate_last = self.isolation(calibration)
         layout = RowLayout.from_attention_mask(
@@ -220,13 +250,16 @@ class PosFairEncoder:
             device=self.device,
         )
         positions = None if self.pooling == "mean" else pooling_positions(attention_mask, self.pooling).to(self.device)
+        layers = calibration.resolve_layers(self.num_layers)
         return CalibrationPlan(
             config=calibration,
-            layers=frozenset(calibration.resolve_layers(self.num_layers)),
+            layers=frozenset(layers),
             layout=layout,
             pooling=self.pooling,
             pool_positions=positions,
             recorder=recorder,
+            dual_batch=attention_mask.shape[0] if dual else None,
+            branch_layer=min(layers) if dual else None,
         )
 
     # ------------------------------------------------------------------ encoding
@@ -241,7 +274,7 @@ class PosFairEncoder:
                 return_tensors="pt",
             )
 
-    def token_lengths(self, texts: Sequence[str]) -> List[int]:
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Token counts before truncation (special tokens included)."""
         with self._tokenizer_lock:
             encoded = self.tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)
@@ -255,23 +288,31 @@ class PosFairEncoder:
         batch_size: int = 16,
         normalize: bool = True,
         show_progress: bool = False,
+        dual: bool = False,
     ) -> np.ndarray:
-        """Embed ``texts`` (float32 ``[n, dim]``), longest first in batches, returned in input order."""
+        """Embed ``texts`` (float32 ``[n, dim]``), longest first in batches, returned in input order.
+
+        With ``dual=True`` each row is the plain vector followed by the calibrated one (``[n, 2 * dim]``),
+        both from one shared pass (see :meth:`encode_batch`).
+        """
         texts = check_texts(texts)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if calibration is not None:
             self.check_calibration(calibration)
+        if dual and calibration is None:
+            raise ValueError("dual encoding needs a calibration config for its calibrated half")
+        width = self.dimension * (2 if dual else 1)
         if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+            return np.zeros((0, width), dtype=np.float32)
         lengths = self.token_lengths(texts)
         self._warn_truncation(lengths)
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-        result = np.empty((len(texts), self.dimension), dtype=np.float32)
+        result = np.empty((len(texts), width), dtype=np.float32)
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="Encoding", unit="batch", disable=not show_progress):
             chosen = order[start : start + batch_size]
-            result[chosen] = self.encode_batch([texts[i] for i in chosen], calibration, normalize=normalize)
+            result[chosen] = self.encode_batch([texts[i] for i in chosen], calibration, normalize=normalize, dual=dual)
         return result
 
     def encode_batch(
@@ -281,23 +322,39 @@ class PosFairEncoder:
         *,
         normalize: bool = True,
         recorder: Optional[RowRecorder] = None,
+        dual: bool = False,
     ) -> np.ndarray:
-        """One forward pass over ``texts`` (already validated); calibrated when a non-plain config is given."""
+        """One forward pass over ``texts`` (already validated); calibrated when a non-plain config is given.
+
+        ``dual=True`` returns ``[plain | calibrated]`` per text from one pass: the layers below the first
+        calibrated layer run once, and from there the batch is doubled, its first half plain and its
+        second half calibrated. The cost is about ``1 + calibrated-from-here layers / all layers`` plain.
+        """
         batch = self.tokenize(texts)
         extra = {}
+        mask = batch["attention_mask"]
+        if dual and recorder is not None:
+            raise ValueError("dual encoding cannot record attention rows")
         if (calibration is not None and not calibration.is_plain) or recorder is not None:
-            plan = self.plan_for(batch["attention_mask"], calibration or CalibrationConfig(strength=0.0), recorder)
+            plan = self.plan_for(mask, calibration or CalibrationConfig(strength=0.0), recorder, dual=dual)
             if plan.layout.any_calibrated or recorder is not None:
                 extra[PLAN_KWARG] = plan
         with torch.inference_mode():
             hidden = self.model(**batch.to(self.device), **extra).last_hidden_state
-            vectors = pool_hidden_states(hidden, batch["attention_mask"], self.pooling)
+            doubled = hidden.shape[0] == 2 * mask.shape[0]
+            vectors = pool_hidden_states(hidden, torch.cat([mask, mask]) if doubled else mask, self.pooling)
             for layer in self.dense:
                 vectors = layer(vectors)
             vectors = vectors.float()
             if normalize:
                 vectors = torch.nn.functional.normalize(vectors, dim=-1)
-        return vectors.cpu().numpy()
+        vectors = vectors.cpu().numpy()
+        if not dual:
+            return vectors
+        if doubled:
+            return np.concatenate([vectors[: mask.shape[0]], vectors[mask.shape[0] :]], axis=1)
+        # nothing in the batch was long enough to calibrate: both halves are the plain vector
+        return np.concatenate([vectors, vectors], axis=1)
 
     def _warn_truncation(self, lengths: Iterable[int]) -> None:
         over = sum(1 for length in lengths if length > self.max_length)
@@ -320,7 +377,9 @@ class PosFairEncoder:
     def content_limit(self) -> int:
         """Text tokens one forward pass takes: ``max_length`` less the special tokens added around every text."""
         with self._tokenizer_lock:
-            specials = len(self.tokenizer("x")["input_ids"]) - len(self.tokenizer("x", add_special_tokens=False)["input_ids"])
+            specials = len(self.tokenizer("x")["input_ids"]) - len(
+                self.tokenizer("x", add_special_tokens=False)["input_ids"]
+            )
         return self.max_length - specials
 
     @property
@@ -328,6 +387,41 @@ class PosFairEncoder:
         if self.dense:
             return self.dense[-1][0].out_features
         return int(self.model.config.hidden_size)
+
+
+def _branch_dual_batch(index: int, module: torch.nn.Module, args: tuple, kwargs: dict):
+    """Forward pre-hook of layer ``index``: under a dual plan, double the batch from the branch layer on.
+
+    At the branch layer the hidden states arrive with the batch once and leave with it twice; in every
+    layer from there on, whatever else the model hands its layers per sequence (the attention mask,
+    rotary position embeddings, position ids) is doubled to match. Forwards without a dual plan, and
+    layers below the branch, are left alone.
+    """
+    plan = kwargs.get(PLAN_KWARG)
+    if plan is None or plan.dual_batch is None or index < plan.branch_layer:
+        return None
+    n = plan.dual_batch
+    hidden = args[0] if args else kwargs["hidden_states"]
+    if hidden.shape[0] not in (n, 2 * n):
+        raise RuntimeError(f"layer {index} of a dual pass got a batch of {hidden.shape[0]}, expected {n} or {2 * n}")
+
+    def doubled(value):
+        if isinstance(value, torch.Tensor):
+            return torch.cat([value, value]) if value.dim() >= 2 and value.shape[0] == n else value
+        if isinstance(value, (tuple, list)):
+            return type(value)(doubled(item) for item in value)
+        if isinstance(value, dict):
+            return {key: doubled(item) for key, item in value.items()}
+        return value
+
+    if hidden.shape[0] == n and n > 0:
+        hidden = torch.cat([hidden, hidden])
+    rest = tuple(doubled(item) for item in args[1:])
+    kwargs = {key: (item if key in (PLAN_KWARG, "hidden_states") else doubled(item)) for key, item in kwargs.items()}
+    if args:
+        return (hidden, *rest), kwargs
+    kwargs["hidden_states"] = hidden
+    return rest, kwargs
 
 
 def _configured_layers(config) -> Optional[int]:

@@ -17,9 +17,10 @@ import codecs
 import logging
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Optional
 
 from llama_index.core import Document, SimpleDirectoryReader
 from llama_index.core.node_parser import SentenceSplitter
@@ -62,8 +63,8 @@ class SkippedFile:
 
 @dataclass
 class ReadResult:
-    documents: List[Document]
-    skipped: List[SkippedFile]
+    documents: list[Document]
+    skipped: list[SkippedFile]
 
 
 def read_documents(
@@ -79,8 +80,8 @@ def read_documents(
     explicitly with another suffix, or no candidate file at all are errors.
     """
     files = _candidate_files(paths, suffixes)
-    documents: List[Document] = []
-    skipped: List[SkippedFile] = []
+    documents: list[Document] = []
+    skipped: list[SkippedFile] = []
 
     def skip(path: Path, reason: str) -> None:
         logger.warning("skipping %s: %s", path, reason)
@@ -104,8 +105,8 @@ def read_documents(
     return ReadResult(documents, skipped)
 
 
-def _candidate_files(paths: Sequence[str], suffixes: Sequence[str]) -> List[Path]:
-    files: List[Path] = []
+def _candidate_files(paths: Sequence[str], suffixes: Sequence[str]) -> list[Path]:
+    files: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser().resolve()
         if path.is_dir():
@@ -149,7 +150,7 @@ def screen_file(path: Path, max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Opt
     return None
 
 
-def _load(path: Path) -> List[Document]:
+def _load(path: Path) -> list[Document]:
     # One reader per file, so a file that fails to load fails alone. The documents are exactly what
     # SimpleDirectoryReader(input_files=..., filename_as_id=True) gives, which keeps their ids (and
     # therefore node and point ids) stable across versions.
@@ -183,10 +184,12 @@ class IngestReport:
     nodes: int  # nodes the split produced (== points now stored for these documents)
     embedded: int  # nodes actually sent to the embedding model
     unchanged: int  # nodes already stored under the same fingerprint and text hash, not embedded again
-    skipped: List[SkippedFile] = field(default_factory=list)  # filled by the caller from ReadResult
+    skipped: list[SkippedFile] = field(default_factory=list)  # filled by the caller from ReadResult
 
 
-def node_parser_for(embed_model: PosFairEmbedding, chunk_size: Optional[int] = None, chunk_overlap: int = 0) -> SentenceSplitter:
+def node_parser_for(
+    embed_model: PosFairEmbedding, chunk_size: Optional[int] = None, chunk_overlap: int = 0
+) -> SentenceSplitter:
     """A sentence splitter that counts the model's own tokens and gives every node a deterministic id."""
     tokenizer = embed_model.encoder.tokenizer
     prefix = len(tokenizer(embed_model.text_instruction or "", add_special_tokens=False)["input_ids"])
@@ -195,7 +198,7 @@ def node_parser_for(embed_model: PosFairEmbedding, chunk_size: Optional[int] = N
     if size > limit:
         raise ValueError(f"chunk_size={size} exceeds what one forward pass of the model takes ({limit} tokens)")
 
-    def count(text: str) -> List[int]:
+    def count(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def node_id(index: int, document: Document) -> str:
@@ -259,7 +262,7 @@ def ingest_documents(
 
 
 def _refuse_duplicates(documents: Sequence[Document]) -> None:
-    seen: Dict[str, Document] = {}
+    seen: dict[str, Document] = {}
     for document in documents:
         if document.doc_id in seen:
             raise IngestError(
@@ -269,10 +272,10 @@ def _refuse_duplicates(documents: Sequence[Document]) -> None:
         seen[document.doc_id] = document
 
 
-def _split(batch: Sequence[Document], parser: SentenceSplitter) -> List[_Node]:
+def _split(batch: Sequence[Document], parser: SentenceSplitter) -> list[_Node]:
     # one document at a time, so that a failure names its file; node ids and relationships are the same
     # as when splitting the batch at once (both only depend on the document itself)
-    nodes: List[_Node] = []
+    nodes: list[_Node] = []
     for document in batch:
         label = document_label(document)
         try:
@@ -290,7 +293,7 @@ def _split(batch: Sequence[Document], parser: SentenceSplitter) -> List[_Node]:
 _POSITION = re.compile(r"\bposition (\d+)\b")
 
 
-def _embed(nodes: List[_Node], embed_model: PosFairEmbedding) -> None:
+def _embed(nodes: list[_Node], embed_model: PosFairEmbedding) -> None:
     texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
     try:
         vectors = embed_model.get_text_embedding_batch(texts)
@@ -300,11 +303,11 @@ def _embed(nodes: List[_Node], embed_model: PosFairEmbedding) -> None:
         raise IngestError(
             f"the embedding model returned {len(vectors)} vectors for {len(nodes)} texts of {_files(nodes)}"
         )
-    for n, vector in zip(nodes, vectors):
+    for n, vector in zip(nodes, vectors, strict=True):
         n.node.embedding = vector
 
 
-def _embedding_failure(nodes: List[_Node], error: Exception) -> str:
+def _embedding_failure(nodes: list[_Node], error: Exception) -> str:
     message = f"{type(error).__name__}: {error}"
     match = _POSITION.search(str(error))
     if match and int(match.group(1)) < len(nodes):
@@ -316,13 +319,13 @@ def _embedding_failure(nodes: List[_Node], error: Exception) -> str:
     return f"embedding failed for a batch of {len(nodes)} texts of {_files(nodes)} ({message})"
 
 
-def _files(nodes: List[_Node]) -> str:
-    labels: List[str] = list(dict.fromkeys(n.label for n in nodes))
+def _files(nodes: list[_Node]) -> str:
+    labels: list[str] = list(dict.fromkeys(n.label for n in nodes))
     shown = ", ".join(labels[:5])
     return shown + (f" and {len(labels) - 5} more file(s)" if len(labels) > 5 else "")
 
 
-__all__: Tuple[str, ...] = (
+__all__: tuple[str, ...] = (
     "DEFAULT_MAX_FILE_BYTES",
     "READABLE_SUFFIXES",
     "IngestError",

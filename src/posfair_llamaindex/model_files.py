@@ -11,7 +11,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Optional
 
 import torch
 
@@ -39,9 +39,9 @@ class SentenceTransformerFiles:
     """The parts of a sentence-transformers pipeline this package reproduces."""
 
     pooling: Optional[str] = None
-    dense: List[torch.nn.Module] = field(default_factory=list)
+    dense: list[torch.nn.Module] = field(default_factory=list)
     normalize: bool = False
-    prompts: Dict[str, str] = field(default_factory=dict)
+    prompts: dict[str, str] = field(default_factory=dict)
     max_seq_length: Optional[int] = None
 
 
@@ -80,10 +80,14 @@ def _pooling_from_config(config: dict, path: Path) -> str:
     if "pooling_mode" in config and isinstance(config["pooling_mode"], str):
         name = _ST_POOLING_NAMES.get(config["pooling_mode"])
         if name is None:
-            raise ValueError(f"{path}: pooling mode {config['pooling_mode']!r} is not supported (use one of {POOLINGS})")
+            raise ValueError(
+                f"{path}: pooling mode {config['pooling_mode']!r} is not supported (use one of {POOLINGS})"
+            )
         return name
     chosen = [name for flag, name in _ST_POOLING_FLAGS.items() if config.get(flag)]
-    others = [flag for flag, on in config.items() if flag.startswith("pooling_mode_") and on and flag not in _ST_POOLING_FLAGS]
+    others = [
+        flag for flag, on in config.items() if flag.startswith("pooling_mode_") and on and flag not in _ST_POOLING_FLAGS
+    ]
     if len(chosen) != 1 or others:
         raise ValueError(
             f"{path}: cannot reproduce pooling {sorted(flag for flag, on in config.items() if on is True)}; "

@@ -10,7 +10,8 @@ from typing import Literal, get_args
 
 Pooling = Literal["first", "last", "mean"]
 Variant = Literal["uniform", "cls_soft", "cls_hard"]
-Mode = Literal["calibrated", "plain", "sea"]
+Mode = Literal["calibrated", "plain", "sea", "dual"]
+Fusion = Literal["max", "rrf", "sum"]
 DType = Literal["float32", "float16", "bfloat16"]
 ChunkerKind = Literal["semantic", "sentence", "recursive", "token"]
 PaddingSide = Literal["right", "left"]
@@ -18,9 +19,13 @@ PaddingSide = Literal["right", "left"]
 POOLINGS: tuple = get_args(Pooling)
 VARIANTS: tuple = get_args(Variant)
 MODES: tuple = get_args(Mode)
+FUSIONS: tuple = get_args(Fusion)
 DTYPES: tuple = get_args(DType)
 CHUNKERS: tuple = get_args(ChunkerKind)
 PADDING_SIDES: tuple = get_args(PaddingSide)
 
 # SEA's chunk size when none is given: the paper's basket size, so SEA and calibration share a granularity
 DEFAULT_CHUNK_TOKENS = 128
+
+# Reciprocal-rank fusion constant, as Qdrant counts it: a hit at 0-based rank r adds 1 / (RRF_K + r)
+RRF_K = 60

@@ -7,8 +7,9 @@ evaluation's result objects (duck-typed) or plain arrays; nothing here computes 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -33,7 +34,10 @@ def group_bars(run, title: Optional[str] = None, model_name: Optional[str] = Non
     axis = figure.subplots()
     for index, result in enumerate(results):
         points = [result.summary[k][0] for k in keys]
-        errors = [[p - result.summary[k][1] for p, k in zip(points, keys)], [result.summary[k][2] - p for p, k in zip(points, keys)]]
+        errors = [
+            [p - result.summary[k][1] for p, k in zip(points, keys, strict=True)],
+            [result.summary[k][2] - p for p, k in zip(points, keys, strict=True)],
+        ]
         positions = [i + (index - (len(results) - 1) / 2) * width for i in range(len(keys))]
         label = result.config.name
         if "hm" in result.summary:
@@ -66,7 +70,10 @@ def strength_sweep(run) -> Figure:
         base = plain.summary[key][0]
         left.plot(strengths, [r.summary[key][0] - base for r in calibrated], marker="o", markersize=3, label=group)
         left.fill_between(
-            strengths, [r.summary[key][1] - base for r in calibrated], [r.summary[key][2] - base for r in calibrated], alpha=0.12
+            strengths,
+            [r.summary[key][1] - base for r in calibrated],
+            [r.summary[key][2] - base for r in calibrated],
+            alpha=0.12,
         )
     left.axhline(0, color="black", linewidth=0.8)
     left.set_xlabel("strength")
@@ -94,8 +101,12 @@ def self_mass(plain: np.ndarray, calibrated: np.ndarray, calibrated_layers: Iter
     count = plain.shape[0]
     figure = Figure(figsize=(max(6, count * 0.9), 4))
     axis = figure.subplots()
-    left = axis.boxplot(list(plain), positions=np.arange(count) - 0.18, widths=0.32, patch_artist=True, showfliers=False)
-    right = axis.boxplot(list(calibrated), positions=np.arange(count) + 0.18, widths=0.32, patch_artist=True, showfliers=False)
+    left = axis.boxplot(
+        list(plain), positions=np.arange(count) - 0.18, widths=0.32, patch_artist=True, showfliers=False
+    )
+    right = axis.boxplot(
+        list(calibrated), positions=np.arange(count) + 0.18, widths=0.32, patch_artist=True, showfliers=False
+    )
     for box in left["boxes"]:
         box.set_facecolor("#9ecae1")
     for box in right["boxes"]:

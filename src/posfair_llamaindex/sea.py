@@ -7,7 +7,8 @@ running on this package's own plain encoder (no download).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 from chonkie import BaseEmbeddings, RecursiveChunker, SemanticChunker, SentenceChunker, TokenChunker
@@ -54,7 +55,7 @@ class EncoderEmbeddings(BaseEmbeddings):
     def embed(self, text: str) -> np.ndarray:
         return self.embed_batch([text])[0]
 
-    def embed_batch(self, texts: List[str]) -> List[np.ndarray]:
+    def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
         # chonkie may hand over whitespace-only fragments; they are encoded as the empty text
         cleaned = [text if text.strip() else "" for text in texts]
         vectors = np.empty((len(cleaned), self._encoder.dimension), dtype=np.float32)
@@ -107,7 +108,7 @@ class SegmentEmbedAverage:
     def tag(self) -> dict:
         return self.config.tag(self.chunk_size)
 
-    def split(self, text: str) -> List[str]:
+    def split(self, text: str) -> list[str]:
         """The chunks of one document; a document chonkie leaves empty-handed is one chunk."""
         chunks = [chunk.text for chunk in self.chunker.chunk(text) if chunk.text.strip()]
         return chunks or [text]
@@ -124,7 +125,9 @@ class SegmentEmbedAverage:
         """Embed documents: chunk, plain-encode every chunk (batched across documents), average."""
         pieces = [self.split(text) for text in texts]
         flat = [prefix + chunk for chunks in pieces for chunk in chunks]
-        chunk_vectors = self.encoder.encode(flat, None, batch_size=batch_size, normalize=True, show_progress=show_progress)
+        chunk_vectors = self.encoder.encode(
+            flat, None, batch_size=batch_size, normalize=True, show_progress=show_progress
+        )
         result = np.empty((len(texts), self.encoder.dimension), dtype=np.float32)
         start = 0
         for row, chunks in enumerate(pieces):

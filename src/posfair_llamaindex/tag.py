@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Dict
+from typing import Any
 
 # One schema number for every tag this package writes (the calibration config's and the embedding's).
 TAG_SCHEMA = 1
@@ -18,14 +18,18 @@ ENCODING_VERSION = 1
 # Recorded for people, left out of the fingerprint: the same weights loaded from another folder, or by
 # another release that encodes identically, make the same vectors.
 INFORMATIONAL_TAG_KEYS = ("package_version", "model")
+# Recorded as the collection's default, left out of the fingerprint: how a dual collection's two scores
+# are fused is chosen at query time and changes no stored vector.
+QUERY_TIME_TAG_KEYS = ("fusion",)
 
 
-def fingerprint_of(tag: Dict[str, Any]) -> str:
+def fingerprint_of(tag: dict[str, Any]) -> str:
     """12 hex digits of the SHA-256 of a tag's canonical JSON."""
     canonical = json.dumps(tag, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
 
 
-def comparable_tag(tag: Dict[str, Any]) -> Dict[str, Any]:
+def comparable_tag(tag: dict[str, Any]) -> dict[str, Any]:
     """The part of an embedding tag that must match for two sets of vectors to be mixed."""
-    return {key: value for key, value in tag.items() if key not in INFORMATIONAL_TAG_KEYS and key != "fingerprint"}
+    ignored = (*INFORMATIONAL_TAG_KEYS, *QUERY_TIME_TAG_KEYS, "fingerprint")
+    return {key: value for key, value in tag.items() if key not in ignored}

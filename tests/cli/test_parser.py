@@ -7,7 +7,12 @@ import argparse
 import pytest
 
 from posfair_llamaindex.cli import build_parser
-from posfair_llamaindex.cli.options import calibration_from_args, embedding_from_args, encoder_options_given, layers_value
+from posfair_llamaindex.cli.options import (
+    calibration_from_args,
+    embedding_from_args,
+    encoder_options_given,
+    layers_value,
+)
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.options import CHUNKERS, DTYPES, MODES, POOLINGS, VARIANTS
 
@@ -24,7 +29,15 @@ def option(parser: argparse.ArgumentParser, flag: str):
     return next((a for a in parser._actions if flag in a.option_strings), None)
 
 
-COMMANDS = [("ingest",), ("query",), ("collections",), ("eval",), ("sweep", "strength"), ("sweep", "grid"), ("diagnose",)]
+COMMANDS = [
+    ("ingest",),
+    ("query",),
+    ("collections",),
+    ("eval",),
+    ("sweep", "strength"),
+    ("sweep", "grid"),
+    ("diagnose",),
+]
 
 
 def test_choices_come_from_the_library():

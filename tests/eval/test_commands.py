@@ -13,11 +13,31 @@ pytestmark = pytest.mark.skipif(not (SHARED_DATA / "squad").is_dir(), reason="sh
 
 
 def test_eval_command(capsys, tmp_path):
-    code = main([
-        "eval", "--data", str(SHARED_DATA), "--benchmark", "squad", "--configs", "plain,default,custom",
-        "--pooling", "first", "--strength", "0.85", "--basket-size", "64", "--max-documents", "16", "--questions-per-group", "6", "--bootstrap", "50",
-        "--out", str(tmp_path),
-    ])
+    code = main(
+        [
+            "eval",
+            "--data",
+            str(SHARED_DATA),
+            "--benchmark",
+            "squad",
+            "--configs",
+            "plain,default,custom",
+            "--pooling",
+            "first",
+            "--strength",
+            "0.85",
+            "--basket-size",
+            "64",
+            "--max-documents",
+            "16",
+            "--questions-per-group",
+            "6",
+            "--bootstrap",
+            "50",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "| default (cls_soft) | first |" in out

@@ -28,12 +28,32 @@ def test_self_mass_is_pinned_by_cls_hard_in_calibrated_layers(encoder):
     np.testing.assert_allclose(hard[:3], plain[:3], atol=1e-6)  # earlier layers untouched
 
 
-def test_segment_profile_shape_and_summary(encoder):
-    texts = sample_texts(2, seed=5, min_words=200, max_words=250)
-    profile = segment_profile(encoder, texts, None)
-    assert profile.shape == (2, 10) and np.all(profile < 1.0001)
+def test_profile_summary_on_a_hand_made_profile():
+    profile = np.array([[0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [0.7, 0.6, 0.5, 0.4, 0.3, 0.2]])
     summary = profile_summary(profile)
-    assert len(summary["mean_profile"]) == 10 and summary["spread"] >= 0
+    np.testing.assert_allclose(summary["mean_profile"], [0.8, 0.7, 0.6, 0.5, 0.4, 0.3])
+    assert summary["spread"] == pytest.approx((0.8 - 0.3) / 0.8)
+    assert summary["end_minus_begin"] == pytest.approx((0.4 + 0.3) / 2 - (0.8 + 0.7) / 2)  # thirds of two segments
+    rising = profile_summary(np.array([[0.2, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4, 0.6, 1.0]]))
+    assert rising["spread"] == pytest.approx(0.8)
+    assert rising["end_minus_begin"] == pytest.approx((0.4 + 0.6 + 1.0) / 3 - (0.2 + 0.4 + 0.4) / 3)
+    flat = profile_summary(np.full((3, 10), 0.5))
+    assert flat["spread"] == 0.0 and flat["end_minus_begin"] == 0.0
+    assert json.loads(json.dumps(summary)) == summary  # JSON-safe floats
+
+
+def test_segment_profile_values_and_calibration(encoder):
+    texts = sample_texts(2, seed=5, min_words=200, max_words=250)
+    plain = segment_profile(encoder, texts, None)
+    assert plain.shape == (2, 10)
+    assert np.all((plain > 0) & (plain <= 1 + 1e-5))  # cosines of normalised vectors of related texts
+    calibrated = segment_profile(encoder, texts, CalibrationConfig(strength=1.0))
+    assert calibrated.shape == (2, 10) and np.all((calibrated > 0) & (calibrated <= 1 + 1e-5))
+    # the texts are longer than a basket, so the calibrated whole-text vector, and its profile, change
+    assert np.abs(calibrated - plain).max() > 1e-3
+    summary = profile_summary(plain)
+    np.testing.assert_allclose(summary["mean_profile"], plain.mean(axis=0), rtol=1e-6)
+    assert summary["spread"] == pytest.approx((plain.mean(0).max() - plain.mean(0).min()) / plain.mean(0).max())
     with pytest.raises(ValueError, match="cannot be cut"):
         segment_profile(encoder, ["too short"], None)
 

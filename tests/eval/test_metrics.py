@@ -48,7 +48,11 @@ def test_harmonic_mean_and_psi():
 
 
 def test_summarise_and_bootstrap():
-    per_query = {"begin": np.array([1.0, 1.0, 0.5, 0.5]), "middle": np.array([0.5, 0.5]), "end": np.array([0.25, 0.25, 0.25])}
+    per_query = {
+        "begin": np.array([1.0, 1.0, 0.5, 0.5]),
+        "middle": np.array([0.5, 0.5]),
+        "end": np.array([0.25, 0.25, 0.25]),
+    }
     summary = summarise(per_query, ["begin", "middle", "end"])
     assert summary["group:begin"] == 0.75 and summary["group:end"] == 0.25
     assert summary["hm"] == pytest.approx(3 / (1 / 0.75 + 1 / 0.5 + 1 / 0.25))

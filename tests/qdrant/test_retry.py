@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import httpx
 import pytest
 from qdrant_client.http.exceptions import UnexpectedResponse
@@ -44,11 +46,15 @@ async def test_async_retries_follow_the_same_rules(caplog):
     assert flaky.calls == 3 and sum("retrying" in r.getMessage() for r in caplog.records) == 2
     exhausted = Flaky(TimeoutError("slow"), failures=5)
     with pytest.raises(QdrantUnavailableError, match=r"did not answer \(upsert\) after 2 attempts: TimeoutError"):
-        await awith_retries(exhausted.acall, what="upsert", target="http://q", policy=RetryPolicy(retries=1, backoff_s=0))
+        await awith_retries(
+            exhausted.acall, what="upsert", target="http://q", policy=RetryPolicy(retries=1, backoff_s=0)
+        )
     assert exhausted.calls == 2
 
 
-@pytest.mark.parametrize("status,reason", [(429, "Too Many Requests"), (503, "Service Unavailable"), (502, "Bad Gateway")])
+@pytest.mark.parametrize(
+    "status,reason", [(429, "Too Many Requests"), (503, "Service Unavailable"), (502, "Bad Gateway")]
+)
 @pytest.mark.parametrize("run_async", [False, True])
 async def test_busy_server_answers_are_retried(status, reason, run_async):
     busy = Flaky(response(status, reason), failures=2)
@@ -66,7 +72,9 @@ async def test_busy_server_answers_are_retried(status, reason, run_async):
 @pytest.mark.parametrize("run_async", [False, True])
 async def test_a_refusal_from_the_server_is_not_retried(run_async):
     refused = Flaky(response(403, "Forbidden", b"bad api key"), failures=5)
-    with pytest.raises(RuntimeError, match="refused create_collection: HTTP 403 Forbidden .check the API key. bad api key"):
+    with pytest.raises(
+        RuntimeError, match="refused create_collection: HTTP 403 Forbidden .check the API key. bad api key"
+    ):
         if run_async:
             await awith_retries(refused.acall, what="create_collection", target="http://q", policy=FAST)
         else:
@@ -84,7 +92,7 @@ def test_backoff_doubles_is_capped_and_honours_retry_after():
 
 
 def test_policy_is_frozen_and_validated():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         FAST.retries = 5  # type: ignore[misc]
     with pytest.raises(ValueError, match="retries must be an int >= 0"):
         RetryPolicy(retries=-1)

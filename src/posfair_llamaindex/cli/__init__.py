@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from posfair_llamaindex.cli import research, store
 from posfair_llamaindex.cli.options import CliError

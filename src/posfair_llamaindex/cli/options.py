@@ -9,15 +9,16 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.options import CHUNKERS, DEFAULT_CHUNK_TOKENS, DTYPES, MODES, POOLINGS, VARIANTS
+from posfair_llamaindex.options import CHUNKERS, DEFAULT_CHUNK_TOKENS, DTYPES, FUSIONS, MODES, POOLINGS, VARIANTS
 
 DEFAULT_QDRANT_PATH = "./posfair_qdrant"
 OFFLINE_MODEL = "offline:all-MiniLM-L6-v2"
 CALIBRATION_OPTIONS = ("variant", "strength", "basket_size", "layers", "hard_weight")
 DOCUMENT_OPTIONS = ("mode", "chunker", "chunk_tokens")
+QUERY_TIME_OPTIONS = ("fusion",)
 MODEL_OPTIONS = ("model", "pooling", "max_length")
 
 
@@ -43,7 +44,9 @@ def layers_value(value: str):
             return kind(value)
         except ValueError:
             pass
-    raise argparse.ArgumentTypeError(f"--layers must be 'last', a count, a fraction or a comma list of indices, got {value!r}")
+    raise argparse.ArgumentTypeError(
+        f"--layers must be 'last', a count, a fraction or a comma list of indices, got {value!r}"
+    )
 
 
 def store_options() -> argparse.ArgumentParser:
@@ -90,14 +93,21 @@ def chunker_options() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("SEA chunking")
     group.add_argument("--chunker", choices=CHUNKERS, default=None, help=f"SEA chunker ({CHUNKERS[0]})")
-    group.add_argument("--chunk-tokens", type=int, default=None, help=f"SEA chunk size in tokens ({DEFAULT_CHUNK_TOKENS})")
+    group.add_argument(
+        "--chunk-tokens", type=int, default=None, help=f"SEA chunk size in tokens ({DEFAULT_CHUNK_TOKENS})"
+    )
     return parent
 
 
 def mode_options() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument_group("documents").add_argument(
-        "--mode", choices=MODES, default=None, help=f"how documents are encoded ({MODES[0]})"
+    group = parent.add_argument_group("documents")
+    group.add_argument("--mode", choices=MODES, default=None, help=f"how documents are encoded ({MODES[0]})")
+    group.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        default=None,
+        help="dual mode: how a document's plain and calibrated scores are fused (the pooling's dual default)",
     )
     return parent
 
@@ -119,7 +129,7 @@ def resolve_model(name: Optional[str]) -> str:
     return default_model() if name in (None, OFFLINE_MODEL) else name
 
 
-def calibration_overrides(args) -> Dict[str, Any]:
+def calibration_overrides(args) -> dict[str, Any]:
     """The calibration settings given on the command line; options left unset are not included."""
     return {name: getattr(args, name) for name in CALIBRATION_OPTIONS if getattr(args, name, None) is not None}
 
@@ -128,7 +138,7 @@ def calibration_from_args(args) -> CalibrationConfig:
     return CalibrationConfig(**calibration_overrides(args))
 
 
-def chunker_settings(args) -> Dict[str, Any]:
+def chunker_settings(args) -> dict[str, Any]:
     settings = {}
     if getattr(args, "chunker", None) is not None:
         settings["kind"] = args.chunker
@@ -151,7 +161,7 @@ def quiet_transformers() -> None:
     transformers_logging.set_verbosity_error()
 
 
-def embedding_from_args(args, base: Optional[Dict[str, Any]] = None):
+def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
     """A PosFairEmbedding from CLI options layered over ``base`` (settings recovered from a tag)."""
     quiet_transformers()
     from posfair_llamaindex.embedding import PosFairEmbedding
@@ -161,11 +171,16 @@ def embedding_from_args(args, base: Optional[Dict[str, Any]] = None):
     calibration = {**(base.get("calibration") or {}), **calibration_overrides(args)}
     chunker = {**(base.get("chunker") or {}), **chunker_settings(args)}
     mode = getattr(args, "mode", None) or base.get("mode") or MODES[0]
+    fusion = getattr(args, "fusion", None) or base.get("fusion")
+    if fusion is not None and mode != "dual":
+        raise CliError(f"--fusion is used by --mode dual only, not mode {mode!r}")
     return PosFairEmbedding(
         resolve_model(args.model or base.get("model")),
-        calibration=CalibrationConfig(**calibration),
+        # in dual mode, settings left unset take the dual defaults for the model's pooling
+        calibration=CalibrationConfig(**calibration) if calibration or mode != "dual" else None,
         mode=mode,
         chunker=ChunkerConfig(**chunker) if mode == "sea" else None,
+        fusion=fusion,
         pooling=args.pooling or base.get("pooling"),
         max_length=args.max_length or base.get("max_length"),
         text_instruction=base.get("text_instruction"),

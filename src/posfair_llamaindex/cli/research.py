@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import List
 
 from posfair_llamaindex.cli.options import (
     calibration_from_args,
@@ -30,14 +29,18 @@ def register(commands) -> None:
     group.add_argument("--data", default=DEFAULT_DATA, help="the shared data folder (%(default)s)")
     group.add_argument("--out", default="posfair_eval", help="folder for markdown, JSON and PNG results (%(default)s)")
     group.add_argument("--cache-dir", default=None, help="reuse document embeddings across runs")
-    group.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% intervals (%(default)s)")
+    group.add_argument(
+        "--bootstrap", type=int, default=1000, help="bootstrap samples for the 95%% intervals (%(default)s)"
+    )
     group.add_argument("--seed", type=int, default=0, help="sampling seed (%(default)s)")
     squad = argparse.ArgumentParser(add_help=False)
     group = squad.add_argument_group("documents (SQuAD-LongPosQ; the token budget also for evidence moving and NQ)")
     group.add_argument("--max-documents", type=int, default=2000, help="documents (%(default)s)")
     group.add_argument("--questions-per-group", type=int, default=2000, help="questions per group (%(default)s)")
     group.add_argument("--token-budget", type=int, default=512, help="document token budget (%(default)s)")
-    group.add_argument("--word-budget", type=int, default=None, help="build ~N-word documents instead (long-context models)")
+    group.add_argument(
+        "--word-budget", type=int, default=None, help="build ~N-word documents instead (long-context models)"
+    )
     group.add_argument("--exact-offsets", action="store_true", help="keep only questions whose answer offset is exact")
     rotation = argparse.ArgumentParser(add_help=False)
     rotation.add_argument_group("evidence moving and NQ oracle").add_argument(
@@ -45,38 +48,52 @@ def register(commands) -> None:
     )
 
     evaluate = commands.add_parser(
-        "eval", parents=[data, squad, rotation, model, calibration_options(), chunker_options()], help="measure position bias on real data",
+        "eval",
+        parents=[data, squad, rotation, model, calibration_options(), chunker_options()],
+        help="measure position bias on real data",
         description="Run configurations over position-aware benchmarks; report nDCG@10 per group, HM, PSI, "
         "aggregate nDCG@10 and Recall@10 with bootstrap 95%% intervals, as markdown, JSON and a PNG chart.",
     )
-    evaluate.add_argument("--benchmark", default="squad", help=f"comma list of {', '.join(BENCHMARKS)} or 'all' (%(default)s)")
     evaluate.add_argument(
-        "--configs", default="plain,default",
+        "--benchmark", default="squad", help=f"comma list of {', '.join(BENCHMARKS)} or 'all' (%(default)s)"
+    )
+    evaluate.add_argument(
+        "--configs",
+        default="plain,default",
         help=f"comma list of {', '.join(NAMED_CONFIGS)}; 'custom' uses --variant/--strength/... (%(default)s)",
     )
     evaluate.set_defaults(handler=run_eval)
 
     sweep = commands.add_parser(
-        "sweep", help="strength sweep or layers x basket x variant grid",
+        "sweep",
+        help="strength sweep or layers x basket x variant grid",
         description="Sweeps of calibration settings on SQuAD-LongPosQ.",
     )
     kinds = sweep.add_subparsers(dest="kind", required=True, metavar="KIND")
     strength = kinds.add_parser(
-        "strength", parents=[data, squad, model, calibration_options(without=("strength",))],
+        "strength",
+        parents=[data, squad, model, calibration_options(without=("strength",))],
         help="0.05..1.0 in steps of 0.05, with a chart of per-group nDCG@10 changes",
         description="Strength sweep (the paper's Figure 4): every other calibration setting is held at its value.",
     )
-    strength.add_argument("--strengths", default=None, help=f"comma list of strengths ({STRENGTHS[0]}..{STRENGTHS[-1]} by {STRENGTHS[1] - STRENGTHS[0]:.2f})")
+    strength.add_argument(
+        "--strengths",
+        default=None,
+        help=f"comma list of strengths ({STRENGTHS[0]}..{STRENGTHS[-1]} by {STRENGTHS[1] - STRENGTHS[0]:.2f})",
+    )
     strength.set_defaults(handler=run_sweep)
     grid = kinds.add_parser(
-        "grid", parents=[data, squad, model, calibration_options(without=("variant", "basket_size", "layers"))],
+        "grid",
+        parents=[data, squad, model, calibration_options(without=("variant", "basket_size", "layers"))],
         help="layers x basket size x variant (the paper's Table 1)",
         description=f"Grid of layers {set(GRID_LAYERS)} x basket size {set(GRID_BASKETS)} x variant, at one strength.",
     )
     grid.set_defaults(handler=run_sweep)
 
     diagnose = commands.add_parser(
-        "diagnose", parents=[model, calibration_options()], help="self-mass per layer and segment profiles of your texts",
+        "diagnose",
+        parents=[model, calibration_options()],
+        help="self-mass per layer and segment profiles of your texts",
         description="For files or literal texts: box plots of the pooling token's attention to itself per layer, "
         "and the cosine between each text's embedding and its 10 segments, plain vs calibrated (PNG + JSON).",
     )
@@ -92,7 +109,8 @@ def _model(args) -> str:
 
 def _custom_name(calibration) -> str:
     """Name a custom configuration by its settings so that reports say what was run."""
-    name = f"custom ({calibration.variant}, strength {calibration.strength:g}, basket {calibration.basket_size}, layers {calibration.layers}"
+    c = calibration
+    name = f"custom ({c.variant}, strength {c.strength:g}, basket {c.basket_size}, layers {c.layers}"
     if calibration.variant == "cls_hard":
         name += f", hard weight {calibration.hard_weight:g}"
     return name + ")"
@@ -129,15 +147,30 @@ def _benchmarks(args, tokenizer) -> list:
     built = []
     for name in names:
         if name == "squad":
-            built.append(data.squad_longposq(
-                Path(args.data), tokenizer, token_budget=args.token_budget, word_budget=args.word_budget,
-                max_documents=args.max_documents, questions_per_group=args.questions_per_group,
-                exact_offsets_only=args.exact_offsets, seed=args.seed,
-            ))
+            built.append(
+                data.squad_longposq(
+                    Path(args.data),
+                    tokenizer,
+                    token_budget=args.token_budget,
+                    word_budget=args.word_budget,
+                    max_documents=args.max_documents,
+                    questions_per_group=args.questions_per_group,
+                    exact_offsets_only=args.exact_offsets,
+                    seed=args.seed,
+                )
+            )
         elif name == "evidence":
-            built.append(data.squad_evidence_moving(Path(args.data), tokenizer, token_budget=args.token_budget, max_sets=args.max_sets, seed=args.seed))
+            built.append(
+                data.squad_evidence_moving(
+                    Path(args.data), tokenizer, token_budget=args.token_budget, max_sets=args.max_sets, seed=args.seed
+                )
+            )
         elif name == "nq":
-            built.append(data.nq_oracle(Path(args.data), tokenizer, token_budget=args.token_budget, max_sets=args.max_sets, seed=args.seed))
+            built.append(
+                data.nq_oracle(
+                    Path(args.data), tokenizer, token_budget=args.token_budget, max_sets=args.max_sets, seed=args.seed
+                )
+            )
         elif name == "scifact":
             built.append(data.scifact(Path(args.data)))
         else:
@@ -157,8 +190,15 @@ def _run(args, model: str, configs, benchmark, stem):
 
     print(benchmark.describe())
     run = evaluate(
-        benchmark, configs, model=model, max_length=args.max_length, batch_size=args.batch_size,
-        device=args.device, dtype=args.dtype, cache_dir=args.cache_dir, bootstrap_samples=args.bootstrap,
+        benchmark,
+        configs,
+        model=model,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        cache_dir=args.cache_dir,
+        bootstrap_samples=args.bootstrap,
     )
     paths = write_report(run, Path(args.out), stem)
     print(to_markdown(run))
@@ -177,22 +217,28 @@ def run_eval(args) -> int:
 
 
 def run_sweep(args) -> int:
-    from posfair_llamaindex.eval import data
     from posfair_llamaindex import plots
+    from posfair_llamaindex.eval import data
     from posfair_llamaindex.eval.sweeps import findings, grid_configs, grid_markdown, strength_configs
 
     model = _model(args)
     benchmark = data.squad_longposq(
-        Path(args.data), _tokenizer(model), token_budget=args.token_budget, word_budget=args.word_budget,
-        max_documents=args.max_documents, questions_per_group=args.questions_per_group,
-        exact_offsets_only=args.exact_offsets, seed=args.seed,
+        Path(args.data),
+        _tokenizer(model),
+        token_budget=args.token_budget,
+        word_budget=args.word_budget,
+        max_documents=args.max_documents,
+        questions_per_group=args.questions_per_group,
+        exact_offsets_only=args.exact_offsets,
+        seed=args.seed,
     )
     pooling = args.pooling or "model-pooling"
     if args.kind == "strength":
         strengths = [float(v) for v in args.strengths.split(",")] if args.strengths else None
         configs = strength_configs(calibration_from_args(args), args.pooling, *([strengths] if strengths else []))
         run = _run(args, model, configs, benchmark, f"sweep-strength-{pooling}")
-        print(f"wrote {plots.save_png(plots.strength_sweep(run), Path(args.out) / f'sweep-strength-{pooling}-deltas.png')}")
+        chart = plots.save_png(plots.strength_sweep(run), Path(args.out) / f"sweep-strength-{pooling}-deltas.png")
+        print(f"wrote {chart}")
     else:
         run = _run(args, model, grid_configs(args.pooling, **_grid_settings(args)), benchmark, f"sweep-grid-{pooling}")
         table = grid_markdown(run)
@@ -210,7 +256,7 @@ def _grid_settings(args) -> dict:
     return {"strength": fixed.strength, "hard_weight": fixed.hard_weight}
 
 
-def _read_texts(items: List[str]) -> List[str]:
+def _read_texts(items: list[str]) -> list[str]:
     texts = []
     for item in items:
         try:
@@ -225,14 +271,19 @@ def run_diagnose(args) -> int:
     from posfair_llamaindex.encoder import PosFairEncoder
     from posfair_llamaindex.eval.diagnostics import diagnose
 
-    encoder = PosFairEncoder(_model(args), pooling=args.pooling, max_length=args.max_length, device=args.device, dtype=args.dtype)
+    encoder = PosFairEncoder(
+        _model(args), pooling=args.pooling, max_length=args.max_length, device=args.device, dtype=args.dtype
+    )
     results = diagnose(encoder, _read_texts(args.texts), calibration_from_args(args), Path(args.out))
     profile = results["segment_profile"]
     for name in ("plain", "calibrated"):
         values = " ".join(f"{v:.3f}" for v in profile[name]["mean_profile"])
-        print(f"segment profile {name:>10}: {values}  (spread {profile[name]['spread']:.3f}, end-begin {profile[name]['end_minus_begin']:+.3f})")
+        summary = profile[name]
+        spread = f"spread {summary['spread']:.3f}, end-begin {summary['end_minus_begin']:+.3f}"
+        print(f"segment profile {name:>10}: {values}  ({spread})")
     if "self_mass" in results:
         for name in ("plain_median", "calibrated_median"):
             print(f"self-mass {name:>17}: " + " ".join(f"{v:.3f}" for v in results["self_mass"][name]))
-    print(f"wrote {args.out}/segment_profile.png{', self_mass.png' if 'self_mass' in results else ''} and diagnostics.json")
+    charts = "segment_profile.png" + (", self_mass.png" if "self_mass" in results else "")
+    print(f"wrote {args.out}/{charts} and diagnostics.json")
     return 0

@@ -22,11 +22,20 @@ logger = logging.getLogger("posfair")
 
 
 def register(commands) -> None:
-    store, model, calibration, chunker, mode = store_options(), model_options(), calibration_options(), chunker_options(), mode_options()
+    store, model, calibration, chunker, mode = (
+        store_options(),
+        model_options(),
+        calibration_options(),
+        chunker_options(),
+        mode_options(),
+    )
     ingest = commands.add_parser(
-        "ingest", parents=[store, model, mode, calibration, chunker], help="read .txt/.md files or folders into a collection",
-        description="Split files into nodes, embed them (documents calibrated) and upsert them into a tagged collection. "
-        "Files with no usable text are skipped and listed; nodes already stored unchanged are not embedded again.",
+        "ingest",
+        parents=[store, model, mode, calibration, chunker],
+        help="read .txt/.md files or folders into a collection",
+        description="Split files into nodes, embed them (documents calibrated) and upsert them into a tagged "
+        "collection. Files with no usable text are skipped and listed; nodes already stored unchanged are not "
+        "embedded again.",
     )
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
     ingest.add_argument("--collection", required=True, help="collection name")
@@ -38,7 +47,9 @@ def register(commands) -> None:
     ingest.set_defaults(handler=run_ingest)
 
     query = commands.add_parser(
-        "query", parents=[store, model, mode, calibration, chunker], help="search a collection",
+        "query",
+        parents=[store, model, mode, calibration, chunker],
+        help="search a collection",
         description="Embed the query with the plain model and print the nearest nodes. Without encoder options "
         "the encoder recorded in the collection's tag is used.",
     )
@@ -49,7 +60,9 @@ def register(commands) -> None:
     query.set_defaults(handler=run_query)
 
     collections = commands.add_parser(
-        "collections", parents=[store], help="list collections and their tags",
+        "collections",
+        parents=[store],
+        help="list collections and their tags",
         description="List the collections of the Qdrant instance with their point counts and posfair tags.",
     )
     collections.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -64,12 +77,16 @@ def run_ingest(args) -> int:
     from posfair_llamaindex.ingest import ingest_documents, node_parser_for, read_documents
     from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
 
-    if not args.recreate and client.collection_exists(args.collection):
-        if collection_tag(client.get_collection(args.collection)) is None:
-            raise CliError(f"collection {args.collection!r} has no posfair tag; use another name, or --recreate to replace it")
+    exists = not args.recreate and client.collection_exists(args.collection)
+    if exists and collection_tag(client.get_collection(args.collection)) is None:
+        raise CliError(
+            f"collection {args.collection!r} has no posfair tag; use another name, or --recreate to replace it"
+        )
     read = read_documents(args.paths, max_file_bytes=int(args.max_file_mb * 1024 * 1024))
     if read.skipped and args.strict:
-        raise CliError(f"--strict: nothing was ingested because {len(read.skipped)} file(s) cannot be: " + _skip_list(read.skipped))
+        raise CliError(
+            f"--strict: nothing was ingested because {len(read.skipped)} file(s) cannot be: " + _skip_list(read.skipped)
+        )
     if not read.documents:
         raise CliError(f"none of the {len(read.skipped)} file(s) has text to ingest: " + _skip_list(read.skipped))
     embed_model = embedding_from_args(args)
@@ -123,7 +140,13 @@ def run_query(args) -> int:
     index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
     hits = index.as_retriever(similarity_top_k=args.top_k).retrieve(args.text)
     rows = [
-        {"rank": rank, "score": hit.score, "node_id": hit.node.node_id, "text": hit.node.get_content(), "metadata": hit.node.metadata}
+        {
+            "rank": rank,
+            "score": hit.score,
+            "node_id": hit.node.node_id,
+            "text": hit.node.get_content(),
+            "metadata": hit.node.metadata,
+        }
         for rank, hit in enumerate(hits, start=1)
     ]
     if args.json:
@@ -161,9 +184,10 @@ def run_collections(args) -> int:
 
 
 def _setting(tag) -> str:
-    if tag.get("mode") == "calibrated":
+    if tag.get("mode") in ("calibrated", "dual"):
         c = tag.get("calibration") or {}
-        return f"{c.get('variant')} strength={c.get('strength')} B={c.get('basket_size')} layers={c.get('layers')}"
+        setting = f"{c.get('variant')} strength={c.get('strength')} B={c.get('basket_size')} layers={c.get('layers')}"
+        return setting + (f" fusion={tag.get('fusion')}" if tag.get("mode") == "dual" else "")
     if tag.get("mode") == "sea":
         return f"chunker={tag.get('chunker')}"
     return ""

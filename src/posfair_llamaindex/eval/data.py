@@ -15,9 +15,10 @@ import bisect
 import gzip
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Optional
 
 GROUPS = ("begin", "middle", "end")
 SEPARATOR = "\n\n"
@@ -27,7 +28,7 @@ SEPARATOR = "\n\n"
 class Query:
     id: str
     text: str
-    relevant: FrozenSet[str]
+    relevant: frozenset[str]
     group: str = "all"
 
 
@@ -35,8 +36,8 @@ class Query:
 class RetrievalTask:
     """One corpus and the queries searched in it."""
 
-    documents: Dict[str, str]
-    queries: List[Query]
+    documents: dict[str, str]
+    queries: list[Query]
 
 
 @dataclass
@@ -44,9 +45,9 @@ class Benchmark:
     """One or more tasks whose per-query results are pooled by group (several tasks when position is rotated)."""
 
     name: str
-    tasks: List[RetrievalTask]
-    groups: Tuple[str, ...]
-    settings: Dict[str, Any] = field(default_factory=dict)
+    tasks: list[RetrievalTask]
+    groups: tuple[str, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def document_count(self) -> int:
@@ -65,7 +66,7 @@ class Benchmark:
 
 
 # ----------------------------------------------------------------------------- helpers
-def _squad_articles(data_dir: Path) -> List[dict]:
+def _squad_articles(data_dir: Path) -> list[dict]:
     path = Path(data_dir) / "squad" / "squad-v1.1-train.json.gz"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: pass the shared data folder (--data)")
@@ -81,7 +82,7 @@ def _group_of(fraction: float) -> str:
     return GROUPS[min(2, int(fraction * 3))]
 
 
-def _pack(items: Sequence[str], fits) -> List[List[int]]:
+def _pack(items: Sequence[str], fits) -> list[list[int]]:
     """Greedy runs of consecutive items whose join still ``fits``; an item that never fits is skipped."""
     runs, current = [], []
     for index, item in enumerate(items):
@@ -105,7 +106,7 @@ def _budget_check(tokenizer, token_budget: Optional[int], word_budget: Optional[
     return lambda text: len(text.split()) <= word_budget
 
 
-def _cap_per_group(queries: List[Query], per_group: Optional[int], seed: int) -> List[Query]:
+def _cap_per_group(queries: list[Query], per_group: Optional[int], seed: int) -> list[Query]:
     if per_group is None:
         return queries
     rng = random.Random(seed)
@@ -140,8 +141,8 @@ def squad_longposq(
         token_budget = None
     fits = _budget_check(tokenizer, token_budget, word_budget)
     budget = token_budget or word_budget
-    documents: Dict[str, str] = {}
-    queries: List[Query] = []
+    documents: dict[str, str] = {}
+    queries: list[Query] = []
     for article_index, article in enumerate(_squad_articles(data_dir)):
         paragraphs = article["paragraphs"]
         contexts = [p["context"] for p in paragraphs]
@@ -161,15 +162,20 @@ def squad_longposq(
         queries = [q for q in queries if next(iter(q.relevant)) in chosen]
     queries = _cap_per_group(queries, questions_per_group, seed)
     settings = dict(
-        token_budget=token_budget, word_budget=word_budget, min_paragraphs=min_paragraphs, min_fill=min_fill,
-        max_documents=max_documents, questions_per_group=questions_per_group,
-        exact_offsets_only=exact_offsets_only, seed=seed,
+        token_budget=token_budget,
+        word_budget=word_budget,
+        min_paragraphs=min_paragraphs,
+        min_fill=min_fill,
+        max_documents=max_documents,
+        questions_per_group=questions_per_group,
+        exact_offsets_only=exact_offsets_only,
+        seed=seed,
     )
     name = f"SQuAD-LongPosQ ({f'{token_budget} tokens' if token_budget else f'{word_budget} words'})"
     return Benchmark(name, [RetrievalTask(documents, queries)], GROUPS, settings)
 
 
-def _grouped_questions(doc_id, text, paragraphs, tokenizer, exact_offsets_only) -> List[Query]:
+def _grouped_questions(doc_id, text, paragraphs, tokenizer, exact_offsets_only) -> list[Query]:
     """Questions of a document with the third of the document (in tokens) where each answer starts."""
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
     starts = [span[0] for span in encoded["offset_mapping"]]
@@ -190,7 +196,7 @@ def _grouped_questions(doc_id, text, paragraphs, tokenizer, exact_offsets_only) 
 
 
 # ----------------------------------------------------------------------------- position rotation
-def _rotated(name, units: List[Tuple[str, List[Tuple[str, str]]]], settings) -> Benchmark:
+def _rotated(name, units: list[tuple[str, list[tuple[str, str]]]], settings) -> Benchmark:
     """Three corpora from sets of three units: unit i of a set sits first, in the middle and last once.
 
     ``units`` is a list of (set id, [(unit text, question id, question text) ...]) with three units per set.
@@ -235,7 +241,9 @@ def squad_evidence_moving(
             sets.append((f"squad-em-{article_index}-{start}", members))
     if max_sets is not None and len(sets) > max_sets:
         sets = sorted(rng.sample(sets, max_sets))
-    settings = dict(token_budget=token_budget, max_sets=max_sets, questions_per_paragraph=questions_per_paragraph, seed=seed)
+    settings = dict(
+        token_budget=token_budget, max_sets=max_sets, questions_per_paragraph=questions_per_paragraph, seed=seed
+    )
     return _rotated("SQuAD evidence moving", sets, settings)
 
 
@@ -263,7 +271,8 @@ def nq_oracle(
         texts = [f"{row['ctxs'][0]['title']}\n{row['ctxs'][0]['text']}" for row in trio]
         if not fits(SEPARATOR.join(texts)):
             continue
-        members = [(text, [(f"nq-{order[start + j]}", row["question"])]) for j, (text, row) in enumerate(zip(texts, trio))]
+        pairs = enumerate(zip(texts, trio, strict=True))
+        members = [(text, [(f"nq-{order[start + j]}", row["question"])]) for j, (text, row) in pairs]
         sets.append((f"nq-{start // 3}", members))
         if max_sets is not None and len(sets) == max_sets:
             break
@@ -286,7 +295,7 @@ def scifact(data_dir: Path, *, split: str = "test") -> Benchmark:
         for line in handle:
             row = json.loads(line)
             texts[row["_id"]] = row["text"]
-    relevant: Dict[str, set] = {}
+    relevant: dict[str, set] = {}
     with (folder / "qrels" / f"{split}.tsv").open(encoding="utf-8") as handle:
         next(handle)
         for line in handle:

@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import torch
@@ -26,9 +27,12 @@ def self_mass_per_layer(
 ) -> np.ndarray:
     """``[layers, texts * heads]``: the pooling token's attention to itself (calibrated when a config is given)."""
     if encoder.pooling == "mean":
-        raise ValueError("self-mass needs a pooling token; this model uses mean pooling (pass pooling='first' to inspect its first token)")
+        raise ValueError(
+            "self-mass needs a pooling token; this model uses mean pooling "
+            "(pass pooling='first' to inspect its first token)"
+        )
     texts = check_texts(texts)
-    per_layer: Dict[int, List[np.ndarray]] = {}
+    per_layer: dict[int, list[np.ndarray]] = {}
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])
         positions = pooling_positions(encoder.tokenize(batch)["attention_mask"], encoder.pooling).to(encoder.device)
@@ -56,7 +60,7 @@ def segment_profile(
         if len(ids) < segments:
             raise ValueError(f"a text of {len(ids)} tokens cannot be cut into {segments} segments")
         bounds = np.linspace(0, len(ids), segments + 1).round().astype(int)
-        pieces = [encoder.tokenizer.decode(ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        pieces = [encoder.tokenizer.decode(ids[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         whole = encoder.tokenizer.decode(ids)  # exactly the tokens the segments cover
         document = encoder.encode([whole], calibration)[0]
         parts = encoder.encode(pieces, None)
@@ -64,7 +68,7 @@ def segment_profile(
     return np.stack(profiles)
 
 
-def profile_summary(profile: np.ndarray) -> Dict[str, float]:
+def profile_summary(profile: np.ndarray) -> dict[str, float]:
     """Mean profile, and how unequal it is: (max - min) / max, and last-third minus first-third mean."""
     mean = profile.mean(axis=0)
     third = max(1, len(mean) // 3)
@@ -80,11 +84,16 @@ def diagnose(
     texts: Sequence[str],
     calibration: CalibrationConfig,
     out_dir: Path,
-) -> Dict[str, object]:
+) -> dict[str, object]:
     """Write self_mass.png, segment_profile.png and diagnostics.json; return the numbers."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    results: Dict[str, object] = {"model": encoder.model_name, "pooling": encoder.pooling, "calibration": calibration.tag(), "texts": len(texts)}
+    results: dict[str, object] = {
+        "model": encoder.model_name,
+        "pooling": encoder.pooling,
+        "calibration": calibration.tag(),
+        "texts": len(texts),
+    }
     layers = set(calibration.resolve_layers(encoder.num_layers))
     if encoder.pooling != "mean":
         plain = self_mass_per_layer(encoder, texts, None)
@@ -97,7 +106,10 @@ def diagnose(
         plots.save_png(plots.self_mass(plain, calibrated, layers), out_dir / "self_mass.png")
     plain_profile = segment_profile(encoder, texts, None)
     calibrated_profile = segment_profile(encoder, texts, calibration)
-    results["segment_profile"] = {"plain": profile_summary(plain_profile), "calibrated": profile_summary(calibrated_profile)}
+    results["segment_profile"] = {
+        "plain": profile_summary(plain_profile),
+        "calibrated": profile_summary(calibrated_profile),
+    }
     figure = plots.segment_profiles([("plain", plain_profile), ("calibrated", calibrated_profile)])
     plots.save_png(figure, out_dir / "segment_profile.png")
     (out_dir / "diagnostics.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Set, Tuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 
-def ndcg_at_k(ranked: Sequence[str], relevant: Set[str], k: int = 10) -> float:
+def ndcg_at_k(ranked: Sequence[str], relevant: set[str], k: int = 10) -> float:
     """Binary-relevance nDCG@k of one ranking."""
     if not relevant:
         raise ValueError("a query needs at least one relevant document")
@@ -17,7 +17,7 @@ def ndcg_at_k(ranked: Sequence[str], relevant: Set[str], k: int = 10) -> float:
     return gains / ideal
 
 
-def recall_at_k(ranked: Sequence[str], relevant: Set[str], k: int = 10) -> float:
+def recall_at_k(ranked: Sequence[str], relevant: set[str], k: int = 10) -> float:
     if not relevant:
         raise ValueError("a query needs at least one relevant document")
     return len(set(ranked[:k]) & relevant) / len(relevant)
@@ -44,7 +44,7 @@ def position_sensitivity_index(values: Iterable[float]) -> float:
     return 0.0 if top == 0 else (top - min(values)) / top
 
 
-def summarise(per_query: Mapping[str, np.ndarray], groups: Sequence[str]) -> Dict[str, float]:
+def summarise(per_query: Mapping[str, np.ndarray], groups: Sequence[str]) -> dict[str, float]:
     """Group means, HM and PSI over ``groups``, and the aggregate mean over all queries."""
     means = {g: float(per_query[g].mean()) for g in groups}
     summary = {f"group:{g}": v for g, v in means.items()}
@@ -58,16 +58,16 @@ def summarise(per_query: Mapping[str, np.ndarray], groups: Sequence[str]) -> Dic
 def bootstrap(
     per_query: Mapping[str, np.ndarray],
     groups: Sequence[str],
-    statistic: Callable[[Mapping[str, np.ndarray], Sequence[str]], Dict[str, float]] = summarise,
+    statistic: Callable[[Mapping[str, np.ndarray], Sequence[str]], dict[str, float]] = summarise,
     *,
     samples: int = 1000,
     seed: int = 0,
     level: float = 0.95,
-) -> Dict[str, Tuple[float, float, float]]:
+) -> dict[str, tuple[float, float, float]]:
     """(point, low, high) for every entry of ``statistic``, resampling queries within each group."""
     point = statistic(per_query, groups)
     rng = np.random.default_rng(seed)
-    draws: Dict[str, List[float]] = {key: [] for key in point}
+    draws: dict[str, list[float]] = {key: [] for key in point}
     for _ in range(samples):
         resampled = {g: per_query[g][rng.integers(0, len(per_query[g]), len(per_query[g]))] for g in groups}
         for key, value in statistic(resampled, groups).items():
@@ -81,7 +81,7 @@ def bootstrap(
 
 def paired_difference(
     ours: np.ndarray, theirs: np.ndarray, *, samples: int = 1000, seed: int = 0, level: float = 0.95
-) -> Tuple[float, float, float]:
+) -> tuple[float, float, float]:
     """Mean of ``ours - theirs`` over the same queries, with a paired bootstrap interval.
 
     Pairing removes the variance that both runs share (hard queries are hard for both), so a small but

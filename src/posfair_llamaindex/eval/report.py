@@ -6,7 +6,7 @@ import json
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 from posfair_llamaindex import plots
 from posfair_llamaindex.eval.runner import EvalRun
@@ -58,13 +58,17 @@ def to_markdown(run: EvalRun) -> str:
         if positional:
             row += [_cell(s.get(f"group:{g}")) for g in groups]
             row += [_cell(s.get("hm")), _cell(s.get("psi"), 3)]
-        row += [_cell(s.get("aggregate")), _signed(result.delta_vs_plain), _cell(result.recall_summary.get("aggregate"))]
+        row += [
+            _cell(s.get("aggregate")),
+            _signed(result.delta_vs_plain),
+            _cell(result.recall_summary.get("aggregate")),
+        ]
         row.append("cached" if result.seconds is None else f"{result.seconds:.0f}")
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
-def to_json(run: EvalRun) -> Dict[str, Any]:
+def to_json(run: EvalRun) -> dict[str, Any]:
     return {
         "benchmark": run.benchmark.name,
         "settings": run.benchmark.settings,
@@ -94,7 +98,7 @@ def to_json(run: EvalRun) -> Dict[str, Any]:
     }
 
 
-def write_report(run: EvalRun, out_dir: Path, stem: str) -> Dict[str, Path]:
+def write_report(run: EvalRun, out_dir: Path, stem: str) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"markdown": out_dir / f"{stem}.md", "json": out_dir / f"{stem}.json", "png": out_dir / f"{stem}.png"}

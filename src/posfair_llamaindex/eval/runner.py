@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import torch
@@ -36,7 +37,7 @@ class EvalConfig:
     pooling: Optional[str] = None
 
     @classmethod
-    def plain(cls, pooling: Optional[str] = None, name: str = "plain") -> "EvalConfig":
+    def plain(cls, pooling: Optional[str] = None, name: str = "plain") -> EvalConfig:
         return cls(name, mode="plain", pooling=pooling)
 
 
@@ -46,10 +47,10 @@ class ConfigResult:
     pooling: str
     fingerprint: str
     seconds: Optional[float]  # document embedding time; None when every document came from the cache
-    ndcg: Dict[str, np.ndarray]  # group -> per-query nDCG@10
-    recall: Dict[str, np.ndarray]  # group -> per-query Recall@10
-    summary: Dict[str, tuple] = field(default_factory=dict)  # metric -> (point, low, high), nDCG x100
-    recall_summary: Dict[str, tuple] = field(default_factory=dict)
+    ndcg: dict[str, np.ndarray]  # group -> per-query nDCG@10
+    recall: dict[str, np.ndarray]  # group -> per-query Recall@10
+    summary: dict[str, tuple] = field(default_factory=dict)  # metric -> (point, low, high), nDCG x100
+    recall_summary: dict[str, tuple] = field(default_factory=dict)
     # aggregate nDCG@10 minus the first plain configuration's, paired over the same queries (x100)
     delta_vs_plain: Optional[tuple] = None
 
@@ -58,8 +59,8 @@ class ConfigResult:
 class EvalRun:
     benchmark: Benchmark
     model: str
-    results: List[ConfigResult]
-    query_seconds: Dict[str, float]
+    results: list[ConfigResult]
+    query_seconds: dict[str, float]
 
 
 def evaluate(
@@ -82,9 +83,9 @@ def evaluate(
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ValueError(f"configuration names must be unique: {names}")
-    encoders: Dict[Optional[str], PosFairEncoder] = {}
-    query_vectors: Dict[str, List[np.ndarray]] = {}
-    query_seconds: Dict[str, float] = {}
+    encoders: dict[Optional[str], PosFairEncoder] = {}
+    query_vectors: dict[str, list[np.ndarray]] = {}
+    query_seconds: dict[str, float] = {}
     results = []
     for config in tqdm(configs, desc="configurations", disable=not show_progress):
         if config.pooling not in encoders:
@@ -106,18 +107,22 @@ def evaluate(
             query_seconds[encoder.pooling] = time.perf_counter() - start
         start = time.perf_counter()
         computed = False
-        ndcg: Dict[str, list] = {g: [] for g in benchmark.groups}
-        recall: Dict[str, list] = {g: [] for g in benchmark.groups}
-        for task, queries in zip(benchmark.tasks, query_vectors[encoder.pooling]):
+        ndcg: dict[str, list] = {g: [] for g in benchmark.groups}
+        recall: dict[str, list] = {g: [] for g in benchmark.groups}
+        for task, queries in zip(benchmark.tasks, query_vectors[encoder.pooling], strict=True):
             doc_ids = list(task.documents)
             documents, fresh = _document_vectors(embedding, task, doc_ids, cache_dir, show_progress)
             computed = computed or fresh
-            for query, ranked in zip(task.queries, _top_k(queries, documents, doc_ids, k)):
+            for query, ranked in zip(task.queries, _top_k(queries, documents, doc_ids, k), strict=True):
                 ndcg[query.group].append(ndcg_at_k(ranked, query.relevant, k))
                 recall[query.group].append(recall_at_k(ranked, query.relevant, k))
         result = ConfigResult(
-            config, encoder.pooling, embedding.fingerprint(), time.perf_counter() - start if computed else None,
-            {g: np.asarray(v) for g, v in ndcg.items()}, {g: np.asarray(v) for g, v in recall.items()},
+            config,
+            encoder.pooling,
+            embedding.fingerprint(),
+            time.perf_counter() - start if computed else None,
+            {g: np.asarray(v) for g, v in ndcg.items()},
+            {g: np.asarray(v) for g, v in recall.items()},
         )
         groups = [g for g in benchmark.groups if len(result.ndcg[g])]
         result.summary = _scaled(bootstrap(result.ndcg, groups, samples=bootstrap_samples))
@@ -127,7 +132,7 @@ def evaluate(
     return EvalRun(benchmark, model, results, query_seconds)
 
 
-def _compare_with_plain(results: List[ConfigResult], groups: Sequence[str], samples: int) -> None:
+def _compare_with_plain(results: list[ConfigResult], groups: Sequence[str], samples: int) -> None:
     plain = next((r for r in results if r.config.mode == "plain"), None)
     if plain is None:
         return
@@ -138,7 +143,7 @@ def _compare_with_plain(results: List[ConfigResult], groups: Sequence[str], samp
             result.delta_vs_plain = tuple(v * 100 for v in paired_difference(ours, base, samples=max(samples, 1)))
 
 
-def _scaled(summary: Dict[str, tuple]) -> Dict[str, tuple]:
+def _scaled(summary: dict[str, tuple]) -> dict[str, tuple]:
     """nDCG and recall as percentages; PSI stays a ratio."""
     return {key: tuple(v if key == "psi" else v * 100 for v in values) for key, values in summary.items()}
 
@@ -165,7 +170,7 @@ def _document_vectors(embedding, task, doc_ids, cache_dir, show_progress) -> tup
     return vectors, True
 
 
-def _top_k(queries: np.ndarray, documents: np.ndarray, doc_ids: List[str], k: int) -> List[List[str]]:
+def _top_k(queries: np.ndarray, documents: np.ndarray, doc_ids: list[str], k: int) -> list[list[str]]:
     scores = torch.from_numpy(queries) @ torch.from_numpy(documents).T
     top = scores.topk(min(k, len(doc_ids)), dim=1).indices.tolist()
     return [[doc_ids[i] for i in row] for row in top]

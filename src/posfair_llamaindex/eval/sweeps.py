@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.eval.grids import GRID_BASKETS, GRID_LAYERS, STRENGTHS
@@ -10,8 +11,9 @@ from posfair_llamaindex.eval.runner import ConfigResult, EvalConfig, EvalRun
 from posfair_llamaindex.options import VARIANTS
 
 
-
-def strength_configs(base: CalibrationConfig, pooling: Optional[str], strengths: Sequence[float] = STRENGTHS) -> List[EvalConfig]:
+def strength_configs(
+    base: CalibrationConfig, pooling: Optional[str], strengths: Sequence[float] = STRENGTHS
+) -> list[EvalConfig]:
     configs = [EvalConfig.plain(pooling)]
     for strength in strengths:
         calibration = base.model_copy(update={"strength": float(strength)})
@@ -26,7 +28,7 @@ def grid_configs(
     variants: Sequence[str] = VARIANTS,
     strength: float = 0.5,
     hard_weight: float = CalibrationConfig.model_fields["hard_weight"].default,
-) -> List[EvalConfig]:
+) -> list[EvalConfig]:
     configs = [EvalConfig.plain(pooling)]
     for variant in variants:
         for layer in layers:
@@ -34,7 +36,9 @@ def grid_configs(
                 calibration = CalibrationConfig(
                     variant=variant, layers=layer, basket_size=basket, strength=strength, hard_weight=hard_weight
                 )
-                configs.append(EvalConfig(f"{variant} layers={layer} B={basket}", calibration=calibration, pooling=pooling))
+                configs.append(
+                    EvalConfig(f"{variant} layers={layer} B={basket}", calibration=calibration, pooling=pooling)
+                )
     return configs
 
 
@@ -45,13 +49,14 @@ def _plain(run: EvalRun) -> ConfigResult:
     raise ValueError("the run has no plain configuration to compare with")
 
 
-def findings(run: EvalRun, psi_target: float = 0.10, hm_gain: float = 3.0) -> Dict[str, object]:
+def findings(run: EvalRun, psi_target: float = 0.10, hm_gain: float = 3.0) -> dict[str, object]:
     """The best configuration by HM, and every one with PSI <= ``psi_target`` and HM >= plain + ``hm_gain``."""
     plain = _plain(run)
     calibrated = [r for r in run.results if r.config.mode != "plain"]
     best = max(calibrated, key=lambda r: r.summary["hm"][0])
     qualifying = [
-        r.config.name for r in calibrated
+        r.config.name
+        for r in calibrated
         if r.summary["psi"][0] <= psi_target and r.summary["hm"][0] >= plain.summary["hm"][0] + hm_gain
     ]
     fairest = min(calibrated, key=lambda r: r.summary["psi"][0])
@@ -66,7 +71,7 @@ def findings(run: EvalRun, psi_target: float = 0.10, hm_gain: float = 3.0) -> Di
 def grid_markdown(run: EvalRun) -> str:
     """HM / PSI for every grid cell, one table per variant (rows layers, columns basket sizes)."""
     plain = _plain(run)
-    cells: Dict[str, Dict[tuple, ConfigResult]] = {}
+    cells: dict[str, dict[tuple, ConfigResult]] = {}
     for result in run.results:
         if result.config.mode != "calibrated":
             continue
@@ -76,7 +81,12 @@ def grid_markdown(run: EvalRun) -> str:
     for variant, by_cell in cells.items():
         layers = list(dict.fromkeys(key[0] for key in by_cell))
         baskets = sorted({key[1] for key in by_cell})
-        lines += [f"**{variant}**", "", "| layers | " + " | ".join(f"B={b}" for b in baskets) + " |", "|---" * (len(baskets) + 1) + "|"]
+        lines += [
+            f"**{variant}**",
+            "",
+            "| layers | " + " | ".join(f"B={b}" for b in baskets) + " |",
+            "|---" * (len(baskets) + 1) + "|",
+        ]
         for layer in layers:
             row = []
             for basket in baskets:

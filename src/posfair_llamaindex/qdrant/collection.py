@@ -8,28 +8,40 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Dict, Generator, Optional, Tuple
+from collections.abc import Generator
+from typing import Any, Optional
 
 from llama_index.vector_stores.qdrant.base import DOCUMENT_ID_KEY
 from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models as rest
 
 from posfair_llamaindex.embedding import PosFairEmbedding
-from posfair_llamaindex.qdrant.retry import DEFAULT_RETRY, RetryPolicy, awith_retries, describe_client, is_local, with_retries
+from posfair_llamaindex.qdrant.retry import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    awith_retries,
+    describe_client,
+    is_local,
+    with_retries,
+)
 from posfair_llamaindex.tag import comparable_tag
 
 logger = logging.getLogger(__name__)
 
 METADATA_KEY = "posfair"
+# the named vectors of a dual collection
+PLAIN_VECTOR = "plain"
+CALIBRATED_VECTOR = "calibrated"
+DUAL_VECTORS = (PLAIN_VECTOR, CALIBRATED_VECTOR)
 
 # one client call of the create-or-check procedure: (method name, positional args, keyword args)
-Step = Tuple[str, tuple, Dict[str, Any]]
+Step = tuple[str, tuple, dict[str, Any]]
 
 
 class CollectionTagMismatchError(ValueError):
     """The collection holds vectors from a different encoder or calibration config."""
 
-    def __init__(self, collection: str, stored: Optional[Dict[str, Any]], requested: Dict[str, Any]) -> None:
+    def __init__(self, collection: str, stored: Optional[dict[str, Any]], requested: dict[str, Any]) -> None:
         self.collection, self.stored, self.requested = collection, stored, requested
         if stored is None:
             reason = "it has no posfair tag, so the origin of its vectors is unknown"
@@ -45,13 +57,13 @@ class CollectionTagMismatchError(ValueError):
         )
 
 
-def collection_tag(info: rest.CollectionInfo) -> Optional[Dict[str, Any]]:
+def collection_tag(info: rest.CollectionInfo) -> Optional[dict[str, Any]]:
     """The posfair tag stored in a collection's metadata, or None."""
     metadata = getattr(info.config, "metadata", None) or {}
     return metadata.get(METADATA_KEY)
 
 
-def stored_tag_for(embed_model: PosFairEmbedding) -> Dict[str, Any]:
+def stored_tag_for(embed_model: PosFairEmbedding) -> dict[str, Any]:
     """The tag a collection holds for ``embed_model``: its tag plus its fingerprint."""
     return {**embed_model.tag(), "fingerprint": embed_model.fingerprint()}
 
@@ -62,24 +74,42 @@ def check_collection(name: str, info: rest.CollectionInfo, embed_model: PosFairE
     requested = stored_tag_for(embed_model)
     if stored is None or comparable_tag(stored) != comparable_tag(requested):
         raise CollectionTagMismatchError(name, stored, requested)
-    vectors = info.config.params.vectors
-    if isinstance(vectors, rest.VectorParams) and (
-        vectors.size != embed_model.dimension or vectors.distance != rest.Distance.COSINE
-    ):
-        raise CollectionTagMismatchError(name, {**stored, "vectors": f"{vectors.size}/{vectors.distance}"}, requested)
+    found = _describe_vectors(info.config.params.vectors)
+    if found != _describe_vectors(vectors_config_for(embed_model)):
+        raise CollectionTagMismatchError(
+            name,
+            {**stored, "vectors": found},
+            {**requested, "vectors": _describe_vectors(vectors_config_for(embed_model))},
+        )
 
 
-def _create_kwargs(name: str, embed_model: PosFairEmbedding, options: Dict[str, Any]) -> Dict[str, Any]:
+def vectors_config_for(embed_model: PosFairEmbedding):
+    """One cosine vector per point, or for a dual embedding the named vectors ``plain`` and ``calibrated``."""
+    params = rest.VectorParams(size=embed_model.dimension, distance=rest.Distance.COSINE)
+    if embed_model.is_dual:
+        return {name: params for name in DUAL_VECTORS}
+    return params
+
+
+def _describe_vectors(vectors) -> Any:
+    if isinstance(vectors, rest.VectorParams):
+        return f"{vectors.size}/{vectors.distance}"
+    if isinstance(vectors, dict):
+        return {name: _describe_vectors(params) for name, params in sorted(vectors.items())}
+    return repr(vectors)
+
+
+def _create_kwargs(name: str, embed_model: PosFairEmbedding, options: dict[str, Any]) -> dict[str, Any]:
     return dict(
         collection_name=name,
-        vectors_config=rest.VectorParams(size=embed_model.dimension, distance=rest.Distance.COSINE),
+        vectors_config=vectors_config_for(embed_model),
         metadata={METADATA_KEY: stored_tag_for(embed_model)},
         **options,
     )
 
 
 def _procedure(
-    name: str, embed_model: PosFairEmbedding, recreate: bool, local: bool, options: Dict[str, Any]
+    name: str, embed_model: PosFairEmbedding, recreate: bool, local: bool, options: dict[str, Any]
 ) -> Generator[Step, Any, bool]:
     """Create the tagged collection or check the existing one's tag, as a sequence of client calls.
 
@@ -134,7 +164,15 @@ def ensure_tagged_collection(
             return done.value
         call = getattr(client, method)
         try:
-            outcome, failed = with_retries(lambda: call(*args, **kwargs), what=method, target=target, policy=retry), False
+            outcome, failed = (
+                with_retries(
+                    lambda call=call, args=args, kwargs=kwargs: call(*args, **kwargs),
+                    what=method,
+                    target=target,
+                    policy=retry,
+                ),
+                False,
+            )
         except Exception as error:  # handed to the procedure, which decides
             outcome, failed = error, True
 
@@ -161,7 +199,15 @@ async def aensure_tagged_collection(
             return done.value
         call = getattr(aclient, method)
         try:
-            outcome, failed = await awith_retries(lambda: call(*args, **kwargs), what=method, target=target, policy=retry), False
+            outcome, failed = (
+                await awith_retries(
+                    lambda call=call, args=args, kwargs=kwargs: call(*args, **kwargs),
+                    what=method,
+                    target=target,
+                    policy=retry,
+                ),
+                False,
+            )
         except Exception as error:
             outcome, failed = error, True
 
