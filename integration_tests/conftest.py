@@ -31,7 +31,7 @@ class QdrantBackend:
 def qdrant_container():
     try:
         from docker.errors import DockerException
-        from testcontainers.qdrant import QdrantContainer
+        from testcontainers.community.qdrant import QdrantContainer
     except ImportError as error:
         pytest.skip(f"testcontainers[qdrant] is not installed: {error}")
     try:

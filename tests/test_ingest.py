@@ -85,6 +85,9 @@ def test_messy_folder_skips_bad_files_with_reasons(tmp_path, caplog):
     bad = {root / name: reason for name, reason in expected.items() if reason and reason != "not a candidate"}
     assert {s.path: s.reason for s in result.skipped} == bad
     assert all(isinstance(s, SkippedFile) for s in result.skipped)
+    # only files that hold no text mark their earlier points as stale; unreadable ones leave them alone
+    no_text = {"empty file", "no text (whitespace only)", "no text after loading"}
+    assert {s.path: s.no_text for s in result.skipped} == {path: reason in no_text for path, reason in bad.items()}
     for path, reason in bad.items():  # one warning per skipped file, naming it and why
         assert sum(str(path) in r.getMessage() and reason in r.getMessage() for r in caplog.records) == 1
 
@@ -153,7 +156,9 @@ def test_a_file_named_twice_is_read_once(tmp_path):
 def test_explicitly_named_bad_file_is_skipped_too(tmp_path):
     (tmp_path / "empty.md").write_bytes(b"")
     result = read_documents([str(tmp_path / "empty.md")])
-    assert result.documents == [] and result.skipped == [SkippedFile((tmp_path / "empty.md").resolve(), "empty file")]
+    assert result.documents == [] and result.skipped == [
+        SkippedFile((tmp_path / "empty.md").resolve(), "empty file", no_text=True)
+    ]
 
 
 def test_path_errors_keep_their_messages(tmp_path):

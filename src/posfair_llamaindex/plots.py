@@ -138,3 +138,46 @@ def segment_profiles(profiles: Sequence[tuple]) -> Figure:
     axis.set_title("Which part of a text its vector represents (flat = fair)")
     axis.legend(fontsize=8)
     return figure
+
+
+def trade_off(rows: Sequence[dict], title: str = "") -> Figure:
+    """Fairness against general quality: x = general nDCG@10 change vs plain, y = PSI, each point labelled by HM.
+
+    ``rows`` come from :func:`posfair_llamaindex.eval.sweeps.tradeoff_rows`; single-vector and dual
+    configurations share the axes, one series per kind, points of a series joined in strength order.
+    """
+    figure = Figure(figsize=(8, 5.5))
+    axis = figure.subplots()
+    series: dict = {}
+    for row in rows:
+        kind = (
+            "plain"
+            if row["mode"] == "plain"
+            else ("calibrated" if row["mode"] == "calibrated" else f"dual {row['fusion']}")
+        )
+        series.setdefault(kind, []).append(row)
+    markers = {"plain": "*", "calibrated": "o"}
+    for index, (kind, members) in enumerate(series.items()):
+        members = sorted(members, key=lambda r: r["strength"] or 0.0)
+        x = [r["general_delta"][0] for r in members]
+        y = [r["psi"][0] for r in members]
+        axis.plot(
+            x,
+            y,
+            marker=markers.get(kind, "s"),
+            markersize=10 if kind == "plain" else 6,
+            label=kind,
+            linestyle="-" if len(members) > 1 else "none",
+            color=f"C{index}",
+        )
+        for r, xi, yi in zip(members, x, y, strict=True):
+            strength = "" if r["strength"] is None else f"{r['strength']:g}: "
+            axis.annotate(
+                f"{strength}HM {r['hm'][0]:.1f}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7
+            )
+    axis.axvline(0, color="black", linewidth=0.8)
+    axis.set_xlabel("general retrieval: nDCG@10 change vs plain (points; right is better)")
+    axis.set_ylabel("PSI on the positional benchmark (lower is fairer)")
+    axis.set_title(title or "Fairness against general quality", fontsize=10)
+    axis.legend(fontsize=8)
+    return figure

@@ -15,11 +15,12 @@ from posfair_llamaindex.cli.options import (
     quiet_transformers,
     resolve_model,
 )
+from posfair_llamaindex.eval.fusion import ALL_FUSIONS
 from posfair_llamaindex.eval.grids import GRID_BASKETS, GRID_LAYERS, STRENGTHS
 
 DEFAULT_DATA = "../shared/data"
 BENCHMARKS = ("squad", "evidence", "nq", "scifact")
-NAMED_CONFIGS = ("plain", "default", "uniform", "cls_hard", "sea", "custom")
+NAMED_CONFIGS = ("plain", "default", "uniform", "cls_hard", "sea", "custom", "dual", "multi")
 
 
 def register(commands) -> None:
@@ -62,6 +63,7 @@ def register(commands) -> None:
         default="plain,default",
         help=f"comma list of {', '.join(NAMED_CONFIGS)}; 'custom' uses --variant/--strength/... (%(default)s)",
     )
+    dual_group(evaluate)
     evaluate.set_defaults(handler=run_eval)
 
     sweep = commands.add_parser(
@@ -89,6 +91,16 @@ def register(commands) -> None:
         description=f"Grid of layers {set(GRID_LAYERS)} x basket size {set(GRID_BASKETS)} x variant, at one strength.",
     )
     grid.set_defaults(handler=run_sweep)
+    dual = kinds.add_parser(
+        "dual",
+        parents=[data, squad, model, calibration_options(without=("strength",))],
+        help="plain, calibrated and dual at each strength, on SQuAD-LongPosQ and SciFact: the trade-off chart",
+        description="Fairness (PSI, HM on SQuAD-LongPosQ) against general quality (nDCG@10 change on SciFact) for "
+        "the single calibrated vector and for dual mode under every fusion rule, at each strength.",
+    )
+    dual.add_argument("--strengths", default="0.5,0.6,0.7,0.8,0.85,0.9,1.0", help="comma list (%(default)s)")
+    dual.add_argument("--fusion", default="max,sum,rrf", help=f"comma list of {', '.join(ALL_FUSIONS)} (%(default)s)")
+    dual.set_defaults(handler=run_dual_sweep)
 
     diagnose = commands.add_parser(
         "diagnose",
@@ -116,7 +128,45 @@ def _custom_name(calibration) -> str:
     return name + ")"
 
 
-def _configs(args) -> list:
+def dual_group(parser) -> None:
+    group = parser.add_argument_group("dual configurations ('dual' and 'multi' in --configs)")
+    group.add_argument(
+        "--fusion", default="max", help=f"comma list of fusion rules for 'dual': {', '.join(ALL_FUSIONS)} (%(default)s)"
+    )
+    group.add_argument(
+        "--dual-strengths",
+        default=None,
+        help="comma list of calibrated-vector strengths for 'dual' (the pooling's dual default); 'multi' fuses "
+        "plain with all of them by the first --fusion rule",
+    )
+
+
+def _comma_floats(text: str, option: str) -> list:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{option} must be a comma list of numbers, got {text!r}") from None
+
+
+def _fusions(text: str) -> list:
+    chosen = [f.strip() for f in text.split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in ALL_FUSIONS]
+    if unknown or not chosen:
+        raise ValueError(f"--fusion takes a comma list of {', '.join(ALL_FUSIONS)}, got {text!r}")
+    return chosen
+
+
+def _dual_strengths(args, model: str) -> list:
+    if args.dual_strengths:
+        return _comma_floats(args.dual_strengths, "--dual-strengths")
+    from posfair_llamaindex.embedding import DUAL_DEFAULTS
+    from posfair_llamaindex.model_files import read_sentence_transformer_files, resolve_local_folder
+
+    pooling = args.pooling or read_sentence_transformer_files(resolve_local_folder(model)).pooling or "first"
+    return [DUAL_DEFAULTS[pooling]["strength"]]
+
+
+def _configs(args, model: str = "") -> list:
     from posfair_llamaindex.config import CalibrationConfig
     from posfair_llamaindex.eval.runner import EvalConfig
     from posfair_llamaindex.sea import ChunkerConfig
@@ -135,6 +185,35 @@ def _configs(args) -> list:
         elif name == "custom":
             calibration = calibration_from_args(args)
             configs.append(EvalConfig(_custom_name(calibration), calibration=calibration, pooling=args.pooling))
+        elif name in ("dual", "multi"):
+            base = calibration_from_args(args)
+            strengths = _dual_strengths(args, model)
+            calibrations = [base.model_copy(update={"strength": s}) for s in strengths]
+            fusions = _fusions(args.fusion)
+            if name == "multi":
+                label = f"{fusions[0]}(plain, " + ", ".join(f"{s:g}" for s in strengths) + ")"
+                configs.append(
+                    EvalConfig(
+                        label,
+                        mode="dual",
+                        calibration=calibrations[0],
+                        fusion=fusions[0],
+                        more_calibrations=tuple(calibrations[1:]),
+                        pooling=args.pooling,
+                    )
+                )
+                continue
+            for calibration in calibrations:
+                for fusion in fusions:
+                    configs.append(
+                        EvalConfig(
+                            f"dual {fusion} {calibration.strength:g}",
+                            mode="dual",
+                            calibration=calibration,
+                            fusion=fusion,
+                            pooling=args.pooling,
+                        )
+                    )
         else:
             raise ValueError(f"unknown configuration {name!r}; choose from {', '.join(NAMED_CONFIGS)}")
     return configs
@@ -208,7 +287,7 @@ def _run(args, model: str, configs, benchmark, stem):
 
 def run_eval(args) -> int:
     model = _model(args)
-    configs = _configs(args)
+    configs = _configs(args, model)
     tokenizer = _tokenizer(model)
     for benchmark in _benchmarks(args, tokenizer):
         stem = benchmark.name.split(" (")[0].lower().replace(" ", "-").replace("(", "").replace(")", "")
@@ -247,6 +326,41 @@ def run_sweep(args) -> int:
     summary = findings(run)
     (Path(args.out) / f"sweep-{args.kind}-{pooling}-findings.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
+    return 0
+
+
+def run_dual_sweep(args) -> int:
+    from posfair_llamaindex import plots
+    from posfair_llamaindex.eval import data
+    from posfair_llamaindex.eval.sweeps import dual_configs, tradeoff_findings, tradeoff_markdown, tradeoff_rows
+
+    model = _model(args)
+    strengths = _comma_floats(args.strengths, "--strengths")
+    configs = dual_configs(args.pooling, strengths, _fusions(args.fusion), base=calibration_from_args(args))
+    squad = data.squad_longposq(
+        Path(args.data),
+        _tokenizer(model),
+        token_budget=args.token_budget,
+        word_budget=args.word_budget,
+        max_documents=args.max_documents,
+        questions_per_group=args.questions_per_group,
+        exact_offsets_only=args.exact_offsets,
+        seed=args.seed,
+    )
+    pooling = args.pooling or "model-pooling"
+    positional = _run(args, model, configs, squad, f"sweep-dual-squad-{pooling}")
+    general = _run(args, model, configs, data.scifact(Path(args.data)), f"sweep-dual-scifact-{pooling}")
+    rows = tradeoff_rows(positional, general)
+    out = Path(args.out)
+    table = tradeoff_markdown(rows, "SQuAD", "SciFact")
+    (out / f"sweep-dual-{pooling}.md").write_text(table + "\n")
+    summary = tradeoff_findings(rows)
+    (out / f"sweep-dual-{pooling}.json").write_text(json.dumps({"rows": rows, "findings": summary}, indent=2) + "\n")
+    title = f"SQuAD-LongPosQ fairness vs SciFact quality, {pooling} pooling"
+    chart = plots.save_png(plots.trade_off(rows, title), out / f"sweep-dual-{pooling}.png")
+    print(table)
+    print(json.dumps(summary, indent=2))
+    print(f"wrote {chart}")
     return 0
 
 

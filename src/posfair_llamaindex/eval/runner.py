@@ -22,7 +22,9 @@ from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.encoder import PosFairEncoder
 from posfair_llamaindex.eval.data import Benchmark, RetrievalTask
+from posfair_llamaindex.eval.fusion import fuse
 from posfair_llamaindex.eval.metrics import bootstrap, ndcg_at_k, paired_difference, recall_at_k
+from posfair_llamaindex.options import FUSIONS
 from posfair_llamaindex.sea import ChunkerConfig
 
 
@@ -35,6 +37,16 @@ class EvalConfig:
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     chunker: Optional[ChunkerConfig] = None
     pooling: Optional[str] = None
+    # dual mode: the rule that fuses the document's scores (fusion.ALL_FUSIONS), and research variants that
+    # fuse further calibrated vectors with it (``calibration`` is always the first calibrated one)
+    fusion: Optional[str] = None
+    more_calibrations: tuple = ()
+
+    def __post_init__(self) -> None:
+        if (self.mode == "dual") != (self.fusion is not None):
+            raise ValueError(f"{self.name}: a fusion rule goes with mode 'dual' and only with it")
+        if self.more_calibrations and self.mode != "dual":
+            raise ValueError(f"{self.name}: more calibrated vectors need mode 'dual'")
 
     @classmethod
     def plain(cls, pooling: Optional[str] = None, name: str = "plain") -> EvalConfig:
@@ -86,6 +98,7 @@ def evaluate(
     encoders: dict[Optional[str], PosFairEncoder] = {}
     query_vectors: dict[str, list[np.ndarray]] = {}
     query_seconds: dict[str, float] = {}
+    memo: dict = {}  # document vectors computed in this run, shared by the configs that need them
     results = []
     for config in tqdm(configs, desc="configurations", disable=not show_progress):
         if config.pooling not in encoders:
@@ -98,9 +111,11 @@ def evaluate(
             calibration=config.calibration,
             mode=config.mode,
             chunker=config.chunker if config.mode == "sea" else None,
+            fusion=config.fusion if config.fusion in FUSIONS else ("max" if config.mode == "dual" else None),
             encoder=encoder,
             embed_batch_size=batch_size,
         )
+        vector_sets = _vector_sets(config, embedding, encoder, batch_size)
         if encoder.pooling not in query_vectors:
             start = time.perf_counter()
             query_vectors[encoder.pooling] = [_encode_queries(embedding, task, batch_size) for task in benchmark.tasks]
@@ -111,9 +126,13 @@ def evaluate(
         recall: dict[str, list] = {g: [] for g in benchmark.groups}
         for task, queries in zip(benchmark.tasks, query_vectors[encoder.pooling], strict=True):
             doc_ids = list(task.documents)
-            documents, fresh = _document_vectors(embedding, task, doc_ids, cache_dir, show_progress)
-            computed = computed or fresh
-            for query, ranked in zip(task.queries, _top_k(queries, documents, doc_ids, k), strict=True):
+            scores = []
+            for member in vector_sets:
+                documents, fresh = _document_vectors(member, task, doc_ids, cache_dir, show_progress, memo)
+                computed = computed or fresh
+                scores.append(queries @ documents.T)
+            fused = fuse(scores, config.fusion or "max")
+            for query, ranked in zip(task.queries, _top_k(fused, doc_ids, k), strict=True):
                 ndcg[query.group].append(ndcg_at_k(ranked, query.relevant, k))
                 recall[query.group].append(recall_at_k(ranked, query.relevant, k))
         result = ConfigResult(
@@ -154,23 +173,44 @@ def _encode_queries(embedding: PosFairEmbedding, task: RetrievalTask, batch_size
     return embedding.encoder.encode(texts, None, batch_size=max(batch_size, 64), normalize=True)
 
 
-def _document_vectors(embedding, task, doc_ids, cache_dir, show_progress) -> tuple:
-    """The task's document vectors, and whether they were computed (False: read from the cache)."""
+def _document_vectors(embedding, task, doc_ids, cache_dir, show_progress, memo: dict) -> tuple:
+    """The task's document vectors, and whether they were computed (False: from the cache or this run's memo)."""
     texts = [task.documents[d] for d in doc_ids]
-    path = None
-    if cache_dir is not None:
-        digest = hashlib.sha256("\x1e".join(doc_ids + texts).encode("utf-8")).hexdigest()[:16]
-        path = Path(cache_dir) / f"{embedding.fingerprint()}-{digest}.npy"
-        if path.is_file():
-            return np.load(path), False
+    digest = hashlib.sha256("\x1e".join(doc_ids + texts).encode("utf-8")).hexdigest()[:16]
+    key = f"{embedding.fingerprint()}-{digest}"
+    if key in memo:
+        return memo[key], False
+    path = Path(cache_dir) / f"{key}.npy" if cache_dir is not None else None
+    if path is not None and path.is_file():
+        memo[key] = np.load(path)
+        return memo[key], False
     vectors = np.asarray(embedding.get_text_embedding_batch(texts, show_progress=show_progress), dtype=np.float32)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         np.save(path, vectors)
+    memo[key] = vectors
     return vectors, True
 
 
-def _top_k(queries: np.ndarray, documents: np.ndarray, doc_ids: list[str], k: int) -> list[list[str]]:
-    scores = torch.from_numpy(queries) @ torch.from_numpy(documents).T
-    top = scores.topk(min(k, len(doc_ids)), dim=1).indices.tolist()
+def _vector_sets(config: EvalConfig, embedding: PosFairEmbedding, encoder: PosFairEncoder, batch_size: int) -> list:
+    """The single-vector embeddings whose document vectors a config scores: itself, or a dual config's members.
+
+    A dual config is scored from its plain and calibrated members, each encoded (and cached) on its own;
+    the shared pass gives the same vectors (tests/test_dual_encoding.py), and members are shared between
+    fusion rules and with the single-vector configurations of the same run.
+    """
+    if config.mode != "dual":
+        return [embedding]
+    members = [PosFairEmbedding(embedding.model_name, mode="plain", encoder=encoder, embed_batch_size=batch_size)]
+    for calibration in (config.calibration, *config.more_calibrations):
+        members.append(
+            PosFairEmbedding(
+                embedding.model_name, calibration=calibration, encoder=encoder, embed_batch_size=batch_size
+            )
+        )
+    return members
+
+
+def _top_k(scores: np.ndarray, doc_ids: list[str], k: int) -> list[list[str]]:
+    top = torch.from_numpy(np.ascontiguousarray(scores)).topk(min(k, len(doc_ids)), dim=1).indices.tolist()
     return [[doc_ids[i] for i in row] for row in top]

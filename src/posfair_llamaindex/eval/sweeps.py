@@ -95,3 +95,104 @@ def grid_markdown(run: EvalRun) -> str:
             lines.append(f"| {layer} | " + " | ".join(row) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- dual: fairness against general quality
+def dual_configs(
+    pooling: Optional[str],
+    strengths: Sequence[float],
+    fusions: Sequence[str],
+    base: Optional[CalibrationConfig] = None,
+    singles: bool = True,
+) -> list[EvalConfig]:
+    """Plain, the single calibrated vector at every strength (when ``singles``), and dual per fusion x strength."""
+    base = base or CalibrationConfig()
+    configs = [EvalConfig.plain(pooling)]
+    for strength in strengths:
+        calibration = base.model_copy(update={"strength": float(strength)})
+        if singles:
+            configs.append(EvalConfig(f"calibrated {strength:g}", calibration=calibration, pooling=pooling))
+        for fusion in fusions:
+            configs.append(
+                EvalConfig(
+                    f"dual {fusion} {strength:g}", mode="dual", calibration=calibration, fusion=fusion, pooling=pooling
+                )
+            )
+    return configs
+
+
+def tradeoff_rows(positional: EvalRun, general: EvalRun) -> list[dict]:
+    """One row per configuration run on both: HM and PSI on the positional set, nDCG@10 change on the general one."""
+    general_by_name = {r.config.name: r for r in general.results}
+    rows = []
+    for result in positional.results:
+        other = general_by_name.get(result.config.name)
+        if other is None:
+            continue
+        delta = other.delta_vs_plain or (0.0, 0.0, 0.0)
+        rows.append(
+            {
+                "name": result.config.name,
+                "mode": result.config.mode,
+                "fusion": result.config.fusion,
+                "strength": None if result.config.mode == "plain" else result.config.calibration.strength,
+                "hm": result.summary["hm"],
+                "psi": result.summary["psi"],
+                "groups": {g: result.summary[f"group:{g}"] for g in positional.benchmark.groups},
+                "positional_delta": result.delta_vs_plain,
+                "general_ndcg": other.summary["aggregate"],
+                "general_delta": tuple(delta),
+            }
+        )
+    return rows
+
+
+def tradeoff_findings(rows: list[dict], psi_target: float = 0.10, hm_gain: float = 3.0) -> dict:
+    """Which configurations beat plain on both sets, and which reach the fairness target without a general loss."""
+    plain = next(r for r in rows if r["mode"] == "plain")
+    better_on_both = [
+        r["name"] for r in rows if r["mode"] != "plain" and r["hm"][0] > plain["hm"][0] and r["general_delta"][0] > 0
+    ]
+    target = [
+        r["name"]
+        for r in rows
+        if r["psi"][0] <= psi_target and r["hm"][0] >= plain["hm"][0] + hm_gain and r["general_delta"][0] >= 0
+    ]
+    return {
+        "plain": {"hm": plain["hm"][0], "psi": plain["psi"][0], "general_ndcg": plain["general_ndcg"][0]},
+        "beat plain on HM and on general nDCG@10": better_on_both,
+        f"psi<={psi_target}, hm>=plain+{hm_gain}, general not lower": target,
+    }
+
+
+def tradeoff_markdown(rows: list[dict], positional_name: str, general_name: str) -> str:
+    head = [
+        "config",
+        "begin",
+        "middle",
+        "end",
+        "HM",
+        "PSI",
+        f"Δ nDCG@10 {positional_name}",
+        f"nDCG@10 {general_name}",
+        f"Δ nDCG@10 {general_name}",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def signed(values):
+        return "-" if values is None else f"{values[0]:+.2f} [{values[1]:+.2f}, {values[2]:+.2f}]"
+
+    for r in rows:
+        groups = [f"{value[0]:.1f}" for value in r["groups"].values()]
+        general_delta = "-" if r["mode"] == "plain" else signed(r["general_delta"])
+        cells = [
+            r["name"],
+            *groups,
+            f"{r['hm'][0]:.2f}",
+            f"{r['psi'][0]:.3f}",
+            signed(r["positional_delta"]),
+            f"{r['general_ndcg'][0]:.2f}",
+            general_delta,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

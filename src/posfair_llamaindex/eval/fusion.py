@@ -1,0 +1,54 @@
+"""Fusing the scores of several vectors per document into one ranking score (dual mode and its research variants).
+
+Scores are ``[queries, documents]`` arrays, one per vector (the plain one first). The rules are the same
+as the Qdrant store's (``max``, ``sum``, ``rrf`` with :data:`~posfair_llamaindex.options.RRF_K`), computed
+here over the whole corpus; ``zmax`` is a research rule that maps every calibrated score distribution onto
+the plain one, per query, before the maximum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from posfair_llamaindex.options import FUSIONS, RRF_K
+
+RESEARCH_FUSIONS = ("zmax",)
+ALL_FUSIONS = (*FUSIONS, *RESEARCH_FUSIONS)
+
+
+def fuse(scores: Sequence[np.ndarray], rule: str) -> np.ndarray:
+    """One ``[queries, documents]`` score array from several, by ``rule``."""
+    if rule not in ALL_FUSIONS:
+        raise ValueError(f"fusion must be one of {ALL_FUSIONS}, got {rule!r}")
+    if not scores:
+        raise ValueError("nothing to fuse")
+    shape = scores[0].shape
+    if any(s.shape != shape for s in scores):
+        raise ValueError(f"score arrays differ in shape: {[s.shape for s in scores]}")
+    if len(scores) == 1:
+        return scores[0]
+    if rule == "max":
+        return np.maximum.reduce(list(scores))
+    if rule == "sum":
+        return np.sum(scores, axis=0)
+    if rule == "rrf":
+        return np.sum([1.0 / (RRF_K + ranks(s)) for s in scores], axis=0)
+    return np.maximum.reduce([scores[0], *(matched_to(s, scores[0]) for s in scores[1:])])
+
+
+def ranks(scores: np.ndarray) -> np.ndarray:
+    """0-based rank of every document per query (0 = best); ties broken by document order."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    result = np.empty_like(order)
+    rows = np.arange(scores.shape[0])[:, None]
+    result[rows, order] = np.arange(scores.shape[1])[None, :]
+    return result
+
+
+def matched_to(scores: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``scores`` shifted and scaled, per query, to the mean and spread of ``reference`` over the corpus."""
+    mean, spread = scores.mean(axis=1, keepdims=True), scores.std(axis=1, keepdims=True)
+    target_mean, target_spread = reference.mean(axis=1, keepdims=True), reference.std(axis=1, keepdims=True)
+    return (scores - mean) / np.where(spread > 0, spread, 1.0) * target_spread + target_mean
