@@ -217,3 +217,24 @@ def test_dead_server_fails_before_the_model_libraries_load(tmp_path, corpus):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "did not answer" in done.stderr
+
+
+def test_dual_ingest_and_query(capsys, tmp_path, corpus):
+    store = ["--qdrant-path", str(tmp_path / "q")]
+    dual = ["--collection", "dual", "--mode", "dual", "--pooling", "first"]
+    code, out, err = run(capsys, "ingest", str(corpus), *dual, *store)
+    assert code == 0, err
+    code, out, _ = run(capsys, "collections", "--json", *store)
+    tag = json.loads(out)[0]["tag"]
+    assert tag["mode"] == "dual" and tag["fusion"] == "max" and tag["calibration"]["strength"] == 0.85
+    # without encoder options the collection's own settings are used, fused by its own rule or another one
+    for fusion in ([], ["--fusion", "rrf"]):
+        question = "Which river reaches the Black Sea?"
+        code, out, err = run(capsys, "query", question, "--collection", "dual", "--json", *fusion, *store)
+        assert code == 0, err
+        assert json.loads(out)[0]["metadata"]["file_name"] == "danube.txt"
+    # a single-vector ingest into it is refused, and --fusion outside dual mode is an error
+    code, _, err = run(capsys, "ingest", str(corpus), "--collection", "dual", "--pooling", "first", *store)
+    assert code == 1 and "mode: stored 'dual' != requested 'calibrated'" in err
+    code, _, err = run(capsys, "ingest", str(corpus), "--collection", "x", "--fusion", "max", *store)
+    assert code == 1 and "--fusion is used by --mode dual only" in err

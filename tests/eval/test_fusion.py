@@ -8,7 +8,7 @@ import pytest
 from posfair_llamaindex import plots
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.eval import data
-from posfair_llamaindex.eval.fusion import fuse, matched_to, ranks
+from posfair_llamaindex.eval.fusion import fuse, matched_to, per_document_choice, ranks
 from posfair_llamaindex.eval.runner import EvalConfig, evaluate
 from posfair_llamaindex.eval.sweeps import dual_configs, tradeoff_findings, tradeoff_markdown, tradeoff_rows
 from posfair_llamaindex.options import RRF_K
@@ -131,3 +131,16 @@ def test_tradeoff_rows_findings_table_and_chart(runs, tmp_path):
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
     assert {"plain", "calibrated", "dual max", "dual sum", "dual rrf"} <= set(labels)
     assert plots.save_png(figure, tmp_path / "tradeoff.png").stat().st_size > 5000
+
+
+def test_per_document_choice_keeps_the_strongest_vector_that_stays_close():
+    plain = np.eye(4)[:3]  # three documents
+    weak = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]])  # identical to plain
+    # the strong vector drifts: cosines to plain 0.9, 0.5, 0.1
+    strong = np.array([[0.9, 0.436, 0, 0], [0, 0.5, 0.866, 0], [0.995, 0, 0.1, 0]])
+    chosen = per_document_choice(plain, [weak, strong], quantile=0.5)  # threshold: the median cosine, 0.5
+    np.testing.assert_allclose(chosen, [strong[0], strong[1], weak[2]])
+    everything = per_document_choice(plain, [weak, strong], quantile=0.0)
+    np.testing.assert_allclose(everything, strong)
+    with pytest.raises(ValueError, match="perdoc chooses vectors"):
+        fuse([PLAIN, CALIBRATED], "perdoc")

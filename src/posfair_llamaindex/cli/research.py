@@ -226,18 +226,7 @@ def _benchmarks(args, tokenizer) -> list:
     built = []
     for name in names:
         if name == "squad":
-            built.append(
-                data.squad_longposq(
-                    Path(args.data),
-                    tokenizer,
-                    token_budget=args.token_budget,
-                    word_budget=args.word_budget,
-                    max_documents=args.max_documents,
-                    questions_per_group=args.questions_per_group,
-                    exact_offsets_only=args.exact_offsets,
-                    seed=args.seed,
-                )
-            )
+            built.append(_squad(args, tokenizer))
         elif name == "evidence":
             built.append(
                 data.squad_evidence_moving(
@@ -255,6 +244,22 @@ def _benchmarks(args, tokenizer) -> list:
         else:
             raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)} or all")
     return built
+
+
+def _squad(args, tokenizer):
+    """SQuAD-LongPosQ as the document options describe it."""
+    from posfair_llamaindex.eval import data
+
+    return data.squad_longposq(
+        Path(args.data),
+        tokenizer,
+        token_budget=args.token_budget,
+        word_budget=args.word_budget,
+        max_documents=args.max_documents,
+        questions_per_group=args.questions_per_group,
+        exact_offsets_only=args.exact_offsets,
+        seed=args.seed,
+    )
 
 
 def _tokenizer(model: str):
@@ -297,20 +302,10 @@ def run_eval(args) -> int:
 
 def run_sweep(args) -> int:
     from posfair_llamaindex import plots
-    from posfair_llamaindex.eval import data
     from posfair_llamaindex.eval.sweeps import findings, grid_configs, grid_markdown, strength_configs
 
     model = _model(args)
-    benchmark = data.squad_longposq(
-        Path(args.data),
-        _tokenizer(model),
-        token_budget=args.token_budget,
-        word_budget=args.word_budget,
-        max_documents=args.max_documents,
-        questions_per_group=args.questions_per_group,
-        exact_offsets_only=args.exact_offsets,
-        seed=args.seed,
-    )
+    benchmark = _squad(args, _tokenizer(model))
     pooling = args.pooling or "model-pooling"
     if args.kind == "strength":
         strengths = [float(v) for v in args.strengths.split(",")] if args.strengths else None
@@ -337,16 +332,7 @@ def run_dual_sweep(args) -> int:
     model = _model(args)
     strengths = _comma_floats(args.strengths, "--strengths")
     configs = dual_configs(args.pooling, strengths, _fusions(args.fusion), base=calibration_from_args(args))
-    squad = data.squad_longposq(
-        Path(args.data),
-        _tokenizer(model),
-        token_budget=args.token_budget,
-        word_budget=args.word_budget,
-        max_documents=args.max_documents,
-        questions_per_group=args.questions_per_group,
-        exact_offsets_only=args.exact_offsets,
-        seed=args.seed,
-    )
+    squad = _squad(args, _tokenizer(model))
     pooling = args.pooling or "model-pooling"
     positional = _run(args, model, configs, squad, f"sweep-dual-squad-{pooling}")
     general = _run(args, model, configs, data.scifact(Path(args.data)), f"sweep-dual-scifact-{pooling}")

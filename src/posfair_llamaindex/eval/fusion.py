@@ -2,8 +2,9 @@
 
 Scores are ``[queries, documents]`` arrays, one per vector (the plain one first). The rules are the same
 as the Qdrant store's (``max``, ``sum``, ``rrf`` with :data:`~posfair_llamaindex.options.RRF_K`), computed
-here over the whole corpus; ``zmax`` is a research rule that maps every calibrated score distribution onto
-the plain one, per query, before the maximum.
+here over the whole corpus. Two research rules: ``zmax`` maps every calibrated score distribution onto
+the plain one, per query, before the maximum; ``perdoc`` (see :func:`per_document_choice`) gives each
+document one calibrated vector, the strongest that stays close to its plain vector, before the maximum.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from posfair_llamaindex.options import FUSIONS, RRF_K
 
-RESEARCH_FUSIONS = ("zmax",)
+RESEARCH_FUSIONS = ("zmax", "perdoc")
 ALL_FUSIONS = (*FUSIONS, *RESEARCH_FUSIONS)
 
 
@@ -35,7 +36,25 @@ def fuse(scores: Sequence[np.ndarray], rule: str) -> np.ndarray:
         return np.sum(scores, axis=0)
     if rule == "rrf":
         return np.sum([1.0 / (RRF_K + ranks(s)) for s in scores], axis=0)
+    if rule == "perdoc":
+        raise ValueError("perdoc chooses vectors, not scores: use per_document_choice on the document vectors")
     return np.maximum.reduce([scores[0], *(matched_to(s, scores[0]) for s in scores[1:])])
+
+
+def per_document_choice(plain: np.ndarray, calibrated: Sequence[np.ndarray], quantile: float = 0.5) -> np.ndarray:
+    """Per document, the strongest calibrated vector whose cosine to the plain one stays above a threshold.
+
+    ``calibrated`` is ordered from the weakest to the strongest strength. The threshold is the
+    ``quantile`` of the strongest vector's cosines to plain over the corpus, so about that share of the
+    documents keep the strongest calibration and the rest, the ones it moves furthest, fall back to a
+    weaker one (or the weakest). Returns ``[documents, dim]``.
+    """
+    closeness = np.stack([(plain * c).sum(axis=1) for c in calibrated])  # [strengths, documents]
+    threshold = np.quantile(closeness[-1], quantile)
+    chosen = np.zeros(plain.shape[0], dtype=int)
+    for index in range(len(calibrated)):
+        chosen = np.where(closeness[index] >= threshold, index, chosen)
+    return np.stack(calibrated)[chosen, np.arange(plain.shape[0])]
 
 
 def ranks(scores: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.encoder import PosFairEncoder
 from posfair_llamaindex.eval.data import Benchmark, RetrievalTask
-from posfair_llamaindex.eval.fusion import fuse
+from posfair_llamaindex.eval.fusion import fuse, per_document_choice
 from posfair_llamaindex.eval.metrics import bootstrap, ndcg_at_k, paired_difference, recall_at_k
 from posfair_llamaindex.options import FUSIONS
 from posfair_llamaindex.sea import ChunkerConfig
@@ -126,12 +126,16 @@ def evaluate(
         recall: dict[str, list] = {g: [] for g in benchmark.groups}
         for task, queries in zip(benchmark.tasks, query_vectors[encoder.pooling], strict=True):
             doc_ids = list(task.documents)
-            scores = []
+            members = []
             for member in vector_sets:
                 documents, fresh = _document_vectors(member, task, doc_ids, cache_dir, show_progress, memo)
                 computed = computed or fresh
-                scores.append(queries @ documents.T)
-            fused = fuse(scores, config.fusion or "max")
+                members.append(documents)
+            if config.fusion == "perdoc":  # one vector per document (plain when every calibration drifts), then max
+                members = [members[0], per_document_choice(members[0], members)]
+            fused = fuse(
+                [queries @ m.T for m in members], "max" if config.fusion == "perdoc" else config.fusion or "max"
+            )
             for query, ranked in zip(task.queries, _top_k(fused, doc_ids, k), strict=True):
                 ndcg[query.group].append(ndcg_at_k(ranked, query.relevant, k))
                 recall[query.group].append(recall_at_k(ranked, query.relevant, k))
