@@ -238,3 +238,20 @@ def test_dual_ingest_and_query(capsys, tmp_path, corpus):
     assert code == 1 and "mode: stored 'dual' != requested 'calibrated'" in err
     code, _, err = run(capsys, "ingest", str(corpus), "--collection", "x", "--fusion", "max", *store)
     assert code == 1 and "--fusion is used by --mode dual only" in err
+
+
+def test_a_mismatched_tag_is_refused_before_the_model_libraries_load(capsys, tmp_path, corpus):
+    folder = tmp_path / "q"
+    assert run(capsys, "ingest", str(corpus), "--collection", "docs", "--qdrant-path", str(folder))[0] == 0
+    code = textwrap.dedent(f"""
+        import sys
+        from posfair_llamaindex.cli import main
+        argv = ["ingest", {str(corpus)!r}, "--collection", "docs", "--qdrant-path", {str(folder)!r}]
+        rc = main(argv + ["--strength", "0.2"])
+        assert rc == 1, rc
+        loaded = [name for name in ("torch", "transformers", "llama_index.core") if name in sys.modules]
+        assert not loaded, loaded
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "strength" in done.stderr and "was not embedded with this configuration" in done.stderr

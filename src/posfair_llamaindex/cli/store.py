@@ -8,7 +8,9 @@ from pathlib import Path
 
 from posfair_llamaindex.cli.options import (
     CliError,
+    calibration_from_args,
     calibration_options,
+    calibration_overrides,
     chunker_options,
     embedding_from_args,
     encoder_options_given,
@@ -74,14 +76,11 @@ def run_ingest(args) -> int:
         raise CliError(f"--max-file-mb must be positive, got {args.max_file_mb}")
     # the server first: a dead one fails in a second, before the model's libraries or weights load
     client = open_client(args)
+    if not args.recreate and client.collection_exists(args.collection):
+        _precheck_tag(args, client)
     from posfair_llamaindex.ingest import ingest_documents, node_parser_for, read_documents
-    from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
+    from posfair_llamaindex.qdrant import tagged_vector_store
 
-    exists = not args.recreate and client.collection_exists(args.collection)
-    if exists and collection_tag(client.get_collection(args.collection)) is None:
-        raise CliError(
-            f"collection {args.collection!r} has no posfair tag; use another name, or --recreate to replace it"
-        )
     read = read_documents(args.paths, max_file_bytes=int(args.max_file_mb * 1024 * 1024))
     if read.skipped and args.strict:
         raise CliError(
@@ -104,6 +103,32 @@ def run_ingest(args) -> int:
     )
     _print_skipped(read.skipped)
     return 0
+
+
+def _precheck_tag(args, client) -> None:
+    """Refuse, before any model loads, what the options alone show will not match the stored tag.
+
+    The settings that need the model (weights, resolved pooling, dimension) are checked by
+    ``tagged_vector_store`` once it has loaded; the ones given on the command line are checked here.
+    """
+    from posfair_llamaindex.qdrant.collection import CollectionTagMismatchError, collection_tag
+
+    stored = collection_tag(client.get_collection(args.collection))
+    if stored is None:
+        raise CliError(
+            f"collection {args.collection!r} has no posfair tag; use another name, or --recreate to replace it"
+        )
+    requested = dict(stored)
+    requested["mode"] = args.mode or "calibrated"
+    if args.pooling is not None:
+        requested["pooling"] = args.pooling
+    overrides = calibration_overrides(args)
+    if requested["mode"] == "calibrated" or (requested["mode"] == "dual" and "strength" in overrides):
+        requested["calibration"] = calibration_from_args(args).tag()
+    elif requested["mode"] in ("plain", "sea"):
+        requested["calibration"] = None
+    if requested != stored:
+        raise CollectionTagMismatchError(args.collection, stored, requested)
 
 
 def _skip_list(skipped) -> str:

@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Generator
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from llama_index.vector_stores.qdrant.base import DOCUMENT_ID_KEY
 from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models as rest
 
-from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.qdrant.retry import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -25,6 +23,9 @@ from posfair_llamaindex.qdrant.retry import (
     with_retries,
 )
 from posfair_llamaindex.tag import comparable_tag
+
+if TYPE_CHECKING:  # loading the embedding pulls in torch; reading a tag must not
+    from posfair_llamaindex.embedding import PosFairEmbedding
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,8 @@ def _procedure(
         check_collection(name, (yield "get_collection", (name,), {}), embed_model)
         return False
     if not local:  # embedded Qdrant ignores payload indexes (and warns)
+        from llama_index.vector_stores.qdrant.base import DOCUMENT_ID_KEY
+
         yield "create_payload_index", (name, DOCUMENT_ID_KEY, rest.PayloadSchemaType.KEYWORD), {}
     return True
 
@@ -222,5 +225,7 @@ def list_tagged_collections(client: QdrantClient) -> list:
 
 
 def _check_embed_model(embed_model: Any) -> None:
+    from posfair_llamaindex.embedding import PosFairEmbedding
+
     if not isinstance(embed_model, PosFairEmbedding):
         raise TypeError(f"embed_model must be a PosFairEmbedding, got {type(embed_model).__name__}")
