@@ -131,17 +131,17 @@ def test_every_command_has_help():
         assert done.returncode == 0 and "usage: posfair" in done.stdout
 
 
-@pytest.mark.parametrize("script", ["index_with_qdrant.py", "sea_mode.py"])
+@pytest.mark.parametrize("script", ["index_with_qdrant.py", "sea_mode.py", "dual_mode.py"])
 def test_examples_run(script, tmp_path):
     from pathlib import Path
 
     examples = Path(__file__).resolve().parents[1] / "examples"
-    extra = ["--qdrant-path", str(tmp_path / "q")] if script == "index_with_qdrant.py" else []
+    extra = ["--qdrant-path", str(tmp_path / "q")] if script in ("index_with_qdrant.py", "dual_mode.py") else []
     done = subprocess.run(
         [sys.executable, str(examples / script), *extra], capture_output=True, text=True, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    if script == "index_with_qdrant.py":
+    if script in ("index_with_qdrant.py", "dual_mode.py"):
         assert "-> rivers.md" in done.stdout and "-> music.txt" in done.stdout
     else:
         assert "rosetta.txt" in done.stdout.splitlines()[-3] and "SEA tag" in done.stdout
