@@ -144,3 +144,11 @@ def test_per_document_choice_keeps_the_strongest_vector_that_stays_close():
     np.testing.assert_allclose(everything, strong)
     with pytest.raises(ValueError, match="perdoc chooses vectors"):
         fuse([PLAIN, CALIBRATED], "perdoc")
+
+
+def test_an_offset_maximum_leans_toward_the_calibrated_scores():
+    np.testing.assert_allclose(fuse([PLAIN, CALIBRATED], "max@0.0"), fuse([PLAIN, CALIBRATED], "max"))
+    np.testing.assert_allclose(fuse([PLAIN, CALIBRATED], "max@0.5"), CALIBRATED + 0.5)
+    np.testing.assert_allclose(fuse([PLAIN, CALIBRATED], "max@-5"), PLAIN)
+    with pytest.raises(ValueError, match="max@OFFSET"):
+        fuse([PLAIN, CALIBRATED], "max@much")

@@ -15,7 +15,7 @@ from posfair_llamaindex.cli.options import (
     quiet_transformers,
     resolve_model,
 )
-from posfair_llamaindex.eval.fusion import ALL_FUSIONS
+from posfair_llamaindex.eval.fusion import ALL_FUSIONS, is_fusion
 from posfair_llamaindex.eval.grids import GRID_BASKETS, GRID_LAYERS, STRENGTHS
 
 DEFAULT_DATA = "../shared/data"
@@ -150,9 +150,9 @@ def _comma_floats(text: str, option: str) -> list:
 
 def _fusions(text: str) -> list:
     chosen = [f.strip() for f in text.split(",") if f.strip()]
-    unknown = [f for f in chosen if f not in ALL_FUSIONS]
+    unknown = [f for f in chosen if not is_fusion(f)]
     if unknown or not chosen:
-        raise ValueError(f"--fusion takes a comma list of {', '.join(ALL_FUSIONS)}, got {text!r}")
+        raise ValueError(f"--fusion takes a comma list of {', '.join(ALL_FUSIONS)} or max@OFFSET, got {text!r}")
     return chosen
 
 

@@ -2,9 +2,11 @@
 
 Scores are ``[queries, documents]`` arrays, one per vector (the plain one first). The rules are the same
 as the Qdrant store's (``max``, ``sum``, ``rrf`` with :data:`~posfair_llamaindex.options.RRF_K`), computed
-here over the whole corpus. Two research rules: ``zmax`` maps every calibrated score distribution onto
-the plain one, per query, before the maximum; ``perdoc`` (see :func:`per_document_choice`) gives each
-document one calibrated vector, the strongest that stays close to its plain vector, before the maximum.
+here over the whole corpus. Three research rules: ``zmax`` maps every calibrated score distribution onto
+the plain one, per query, before the maximum; ``max@D`` adds a constant D to the calibrated scores
+first (one knob between plain, D << 0, and calibrated, D >> 0); ``perdoc`` (see
+:func:`per_document_choice`) gives each document one calibrated vector, the strongest that stays close to
+its plain vector, before the maximum.
 """
 
 from __future__ import annotations
@@ -19,10 +21,24 @@ RESEARCH_FUSIONS = ("zmax", "perdoc")
 ALL_FUSIONS = (*FUSIONS, *RESEARCH_FUSIONS)
 
 
+def is_fusion(rule: str) -> bool:
+    """A known rule, or ``max@D``: the maximum after adding D to every calibrated score (research)."""
+    return rule in ALL_FUSIONS or _offset(rule) is not None
+
+
+def _offset(rule: str):
+    if not rule.startswith("max@"):
+        return None
+    try:
+        return float(rule[4:])
+    except ValueError:
+        return None
+
+
 def fuse(scores: Sequence[np.ndarray], rule: str) -> np.ndarray:
     """One ``[queries, documents]`` score array from several, by ``rule``."""
-    if rule not in ALL_FUSIONS:
-        raise ValueError(f"fusion must be one of {ALL_FUSIONS}, got {rule!r}")
+    if not is_fusion(rule):
+        raise ValueError(f"fusion must be one of {ALL_FUSIONS} or max@OFFSET, got {rule!r}")
     if not scores:
         raise ValueError("nothing to fuse")
     shape = scores[0].shape
@@ -38,6 +54,8 @@ def fuse(scores: Sequence[np.ndarray], rule: str) -> np.ndarray:
         return np.sum([1.0 / (RRF_K + ranks(s)) for s in scores], axis=0)
     if rule == "perdoc":
         raise ValueError("perdoc chooses vectors, not scores: use per_document_choice on the document vectors")
+    if _offset(rule) is not None:  # the calibrated scores shifted before the maximum
+        return np.maximum.reduce([scores[0], *(s + _offset(rule) for s in scores[1:])])
     return np.maximum.reduce([scores[0], *(matched_to(s, scores[0]) for s in scores[1:])])
 
 
