@@ -10,7 +10,7 @@ from posfair_llamaindex.attention import PLAN_KWARG
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder
 from tests.reference import NAIVE_ATTENTION, naive_pool
-from tests.utils import sample_texts
+from tests.utils import FAMILY_CASES, sample_texts
 
 
 def naive_embeddings(folder, encoder, texts, config):
@@ -35,17 +35,6 @@ def naive_embeddings(folder, encoder, texts, config):
 def assert_cosine(got, expected, threshold=0.99999):
     cosine = torch.nn.functional.cosine_similarity(torch.as_tensor(got), expected, dim=-1)
     assert cosine.min().item() >= threshold, cosine
-
-
-FAMILY_CASES = [
-    ("bert", "first", "right"),
-    ("xlm-roberta", "first", "right"),
-    ("modernbert", "first", "right"),
-    ("qwen3", "last", "left"),
-    ("qwen3", "last", "right"),
-    ("gemma3", "last", "left"),
-    ("bert", "mean", "right"),
-]
 
 
 @pytest.mark.parametrize("family,pooling,padding", FAMILY_CASES)

@@ -7,17 +7,7 @@ import pytest
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder
-from tests.utils import minilm_path, sample_texts
-
-FAMILIES = [
-    ("bert", "first", "right"),
-    ("xlm-roberta", "first", "right"),
-    ("modernbert", "first", "right"),
-    ("qwen3", "last", "left"),
-    ("qwen3", "last", "right"),
-    ("gemma3", "last", "left"),
-    ("bert", "mean", "right"),
-]
+from tests.utils import FAMILY_CASES, minilm_path, sample_texts
 
 
 def assert_halves_match(encoder, texts, config, batch_size=8):
@@ -34,7 +24,7 @@ def assert_halves_match(encoder, texts, config, batch_size=8):
     return dual, plain, calibrated
 
 
-@pytest.mark.parametrize("family,pooling,padding", FAMILIES)
+@pytest.mark.parametrize("family,pooling,padding", FAMILY_CASES)
 def test_shared_pass_equals_two_passes_on_every_family(tiny_model_dir, family, pooling, padding):
     encoder = PosFairEncoder(tiny_model_dir(family, pooling), padding_side=padding)
     texts = sample_texts(5, seed=3, min_words=3, max_words=140)  # long and short ones in one batch

@@ -61,6 +61,17 @@ TINY_CONFIGS = {
     ),
 }
 
+# (family, pooling, padding side): every attention family and padding case the whole-model tests cover
+FAMILY_CASES = [
+    ("bert", "first", "right"),
+    ("xlm-roberta", "first", "right"),
+    ("modernbert", "first", "right"),
+    ("qwen3", "last", "left"),
+    ("qwen3", "last", "right"),
+    ("gemma3", "last", "left"),
+    ("bert", "mean", "right"),
+]
+
 
 def save_tiny_model(family: str, folder: Path, pooling: str | None = None, seed: int = 0) -> str:
     """A randomly initialised model of ``family`` with the MiniLM tokenizer and sentence-transformers files."""
