@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from posfair_llamaindex.cli import main
+from posfair_llamaindex.embedding import DUAL_DEFAULTS
 
 FILES = {
     "danube.txt": "The Danube flows through Vienna, Budapest and Belgrade before it reaches the Black Sea.",
@@ -226,7 +227,8 @@ def test_dual_ingest_and_query(capsys, tmp_path, corpus):
     assert code == 0, err
     code, out, _ = run(capsys, "collections", "--json", *store)
     tag = json.loads(out)[0]["tag"]
-    assert tag["mode"] == "dual" and tag["fusion"] == "max" and tag["calibration"]["strength"] == 0.85
+    assert tag["mode"] == "dual" and tag["fusion"] == "max"
+    assert tag["calibration"]["strength"] == DUAL_DEFAULTS["first"]["strength"]
     # without encoder options the collection's own settings are used, fused by its own rule or another one
     for fusion in ([], ["--fusion", "rrf"]):
         question = "Which river reaches the Black Sea?"

@@ -15,10 +15,14 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 NAIVE_ATTENTION = "naive_eager_calibration"
 
 
-def naive_calibrated_row(row, valid, isolated, pool, variant, strength, basket_size, hard_weight):
-    """One attention row (1-D, any length K) calibrated from the formulas, in float64."""
+def naive_calibrated_row(row, valid, isolated, pool, variant, strength, basket_size, hard_weight, kept=()):
+    """One attention row (1-D, any length K) calibrated from the formulas, in float64.
+
+    ``kept`` are [DUMP] positions: outside every basket, and their mass kept under every variant.
+    """
     a = row.double()
-    content = [p for p in valid if p not in isolated]
+    kept_mass = sum(float(a[i]) for i in kept)
+    content = [p for p in valid if p not in isolated and p not in kept]
     if len(content) < basket_size:
         return a
     baskets = [content[i : i + basket_size] for i in range(0, len(content), basket_size)]
@@ -27,18 +31,20 @@ def naive_calibrated_row(row, valid, isolated, pool, variant, strength, basket_s
     if not live:
         return a
     out = torch.zeros_like(a)
+    for i in kept:
+        out[i] = a[i]
     if variant == "uniform":
         live_isolated = [i for i in isolated if float(a[i]) > 0]
-        share = 1.0 / (len(live) + len(live_isolated))
+        share = (1.0 - kept_mass) / (len(live) + len(live_isolated))
         for i in live_isolated:
             out[i] = share
         target = share
     elif variant == "cls_soft":
         for i in isolated:
             out[i] = a[i]
-        target = (1.0 - sum(float(a[i]) for i in isolated)) / len(live)
+        target = (1.0 - kept_mass - sum(float(a[i]) for i in isolated)) / len(live)
     elif variant == "cls_hard":
-        others = [i for i in isolated if i != pool]
+        others = [i for i in isolated if i != pool] + list(kept)
         for i in others:
             out[i] = a[i]
         out[pool] = hard_weight

@@ -178,3 +178,81 @@ def test_cls_hard_without_pooling_token_is_refused():
     mask = torch.ones(1, 10, dtype=torch.long)
     with pytest.raises(ValueError, match="cls_hard"):
         calibrate_rows(torch.full((1, 1, 10), 0.1), layout_for(mask, "mean", 2), CalibrationConfig(variant="cls_hard"))
+
+
+def reference_with_prefix(probs, mask, pooling, config, prefix):
+    expected = torch.empty(probs.shape, dtype=torch.float64)
+    for b in range(probs.shape[0]):
+        valid = [int(p) for p in torch.nonzero(mask[b]).flatten()]
+        isolated, pool = isolated_positions(valid, pooling, ("first",))
+        kept = valid[1 : 1 + prefix]
+        for h in range(probs.shape[1]):
+            expected[b, h] = naive_calibrated_row(
+                probs[b, h].float(),
+                valid,
+                isolated,
+                pool,
+                config.variant,
+                config.strength,
+                config.basket_size,
+                config.hard_weight,
+                kept=kept,
+            )
+    return expected
+
+
+PREFIX_CASES = [
+    (pooling, padding, variant, prefix)
+    for pooling in POOLINGS
+    for padding in ("right", "left")
+    for variant in VARIANTS
+    for prefix in (1, 4)
+    if not (pooling == "mean" and variant == "cls_hard")
+]
+
+
+@pytest.mark.parametrize("pooling,padding,variant,prefix", PREFIX_CASES)
+def test_dump_prefix_is_isolated_and_keeps_its_mass(pooling, padding, variant, prefix):
+    """[DUMP] tokens after the first token sit in no basket and keep their mass, whatever the variant."""
+    rng = random.Random(f"{pooling}-{padding}-{variant}-{prefix}")
+    checked = 0
+    while checked < 3:
+        probs, mask, basket = random_case(rng, pooling, padding)
+        if bool((mask.sum(dim=1) < 2 + prefix).any()):  # every sequence needs room for [CLS] + the prefix
+            continue
+        checked += 1
+        config = CalibrationConfig(variant=variant, strength=0.8, basket_size=basket)
+        layout = RowLayout.from_attention_mask(
+            mask,
+            basket_size=basket,
+            isolate_first=True,
+            isolate_last=pooling == "last",
+            pooling_token=None if pooling == "mean" else pooling,
+            prefix_tokens=prefix,
+        )
+        got = calibrate_rows(probs, layout, config)
+        torch.testing.assert_close(
+            got.double(), reference_with_prefix(probs, mask, pooling, config, prefix), atol=1e-6, rtol=0
+        )
+        dumps = layout.prefix[:, None, :].expand(-1, probs.shape[1], -1)
+        if variant != "cls_hard":  # cls_hard may shrink a too-heavy sink; otherwise the mass stays
+            torch.testing.assert_close(got.gather(-1, dumps), probs.gather(-1, dumps), atol=1e-7, rtol=0)
+        sums = got.sum(-1)
+        torch.testing.assert_close(sums, torch.ones_like(sums), atol=1e-5, rtol=0)
+
+
+def test_prefix_needs_an_isolated_first_token_and_room():
+    mask = torch.ones(2, 6, dtype=torch.long)
+    with pytest.raises(ValueError, match="first token, which must then be isolated"):
+        RowLayout.from_attention_mask(
+            mask, basket_size=2, isolate_first=False, isolate_last=False, pooling_token=None, prefix_tokens=2
+        )
+    with pytest.raises(ValueError, match="cannot hold its first token and 6 prefix"):
+        RowLayout.from_attention_mask(
+            mask, basket_size=2, isolate_first=True, isolate_last=False, pooling_token="first", prefix_tokens=6
+        )
+    layout = RowLayout.from_attention_mask(
+        mask, basket_size=2, isolate_first=True, isolate_last=False, pooling_token="first", prefix_tokens=2
+    )
+    assert layout.prefix.tolist() == [[1, 2], [1, 2]] and layout.content_start.tolist() == [3, 3]
+    assert layout.content_len.tolist() == [3, 3]

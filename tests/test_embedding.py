@@ -10,6 +10,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import TextNode
 
 from posfair_llamaindex import CalibrationConfig, PosFairEmbedding
+from posfair_llamaindex.embedding import DUAL_DEFAULTS
 from tests.utils import minilm_path, sample_texts
 
 FACTS = [
@@ -162,14 +163,15 @@ def test_settings_from_tag_rebuild_the_same_embedding(embedding, settings):
 
 def test_dual_mode_documents_carry_both_vectors_and_queries_stay_plain(embedding):
     dual = PosFairEmbedding(minilm_path(), pooling="first", mode="dual", encoder=embedding.encoder)
-    assert dual.fusion == "max" and dual.calibration.strength == 0.85  # the first-token dual defaults
+    default = DUAL_DEFAULTS["first"]["strength"]
+    assert dual.fusion == "max" and dual.calibration.strength == default  # the first-token dual defaults
     assert dual.dimension == 384 and dual.document_dimension == 768
     text = sample_texts(1, seed=8, min_words=300, max_words=300)[0]
     vector = dual.get_text_embedding(text)
     plain_half, calibrated_half = dual.split_dual(vector)
     plain = PosFairEmbedding(minilm_path(), pooling="first", mode="plain", encoder=embedding.encoder)
     calibrated = PosFairEmbedding(
-        minilm_path(), pooling="first", calibration=CalibrationConfig(strength=0.85), encoder=embedding.encoder
+        minilm_path(), pooling="first", calibration=CalibrationConfig(strength=default), encoder=embedding.encoder
     )
     assert np.dot(plain_half, plain.get_text_embedding(text)) >= 0.99999
     assert np.dot(calibrated_half, calibrated.get_text_embedding(text)) >= 0.99999
@@ -179,7 +181,8 @@ def test_dual_mode_documents_carry_both_vectors_and_queries_stay_plain(embedding
 def test_dual_tag_records_mode_settings_and_fusion(embedding):
     dual = PosFairEmbedding(minilm_path(), pooling="first", mode="dual", fusion="rrf", encoder=embedding.encoder)
     tag = dual.tag()
-    assert tag["mode"] == "dual" and tag["fusion"] == "rrf" and tag["calibration"]["strength"] == 0.85
+    assert tag["mode"] == "dual" and tag["fusion"] == "rrf"
+    assert tag["calibration"]["strength"] == DUAL_DEFAULTS["first"]["strength"]
     other_fusion = PosFairEmbedding(
         minilm_path(), pooling="first", mode="dual", fusion="max", encoder=embedding.encoder
     )

@@ -36,6 +36,8 @@ class RowLayout:
     num_baskets: int  # the most baskets any sequence of the batch has
     calibrated: Tensor  # [N] bool: sequences with at least basket_size content tokens
     all_calibrated: bool = False
+    # [N, P] long: the isolated prefix right after the first token (trained [DUMP] tokens), None without one
+    prefix: Optional[Tensor] = None
 
     @classmethod
     def from_attention_mask(
@@ -46,13 +48,22 @@ class RowLayout:
         isolate_first: bool,
         isolate_last: bool,
         pooling_token: Optional[str],
+        prefix_tokens: int = 0,
         device: Optional[torch.device] = None,
     ) -> RowLayout:
-        """Describe a padded batch whose valid tokens form one contiguous run per row (any padding side)."""
+        """Describe a padded batch whose valid tokens form one contiguous run per row (any padding side).
+
+        ``prefix_tokens`` isolates that many tokens right after the (isolated) first token: the [DUMP]
+        prefix of a model fine-tuned with one, which is never part of a basket.
+        """
         if attention_mask.dim() != 2:
             raise ValueError(f"attention_mask must be [batch, length], got shape {tuple(attention_mask.shape)}")
         if pooling_token == "first" and not isolate_first or pooling_token == "last" and not isolate_last:
             raise ValueError(f"the pooling token ({pooling_token}) must be isolated")
+        if prefix_tokens < 0:
+            raise ValueError(f"prefix_tokens must be >= 0, got {prefix_tokens}")
+        if prefix_tokens and not isolate_first:
+            raise ValueError("an isolated prefix follows the first token, which must then be isolated too")
         valid = attention_mask.to(torch.bool).cpu()
         lengths = valid.sum(dim=1)
         if bool((lengths == 0).any()):
@@ -64,8 +75,13 @@ class RowLayout:
         )
         if not torch.equal(expected, valid):
             raise ValueError("the valid tokens of a sequence must be contiguous (padding on one side only)")
-        content_start = first + int(isolate_first)
-        content_len = (lengths - int(isolate_first) - int(isolate_last)).clamp(min=0)
+        if prefix_tokens and bool((lengths < 1 + prefix_tokens).any()):
+            raise ValueError(
+                f"a sequence of {int(lengths.min())} tokens cannot hold its first token and {prefix_tokens} "
+                "prefix token(s)"
+            )
+        content_start = first + int(isolate_first) + prefix_tokens
+        content_len = (lengths - int(isolate_first) - int(isolate_last) - prefix_tokens).clamp(min=0)
         calibrated = content_len >= basket_size
         starts = content_start.unique()
         shared_start = int(starts[0]) if starts.numel() == 1 else None
@@ -81,6 +97,7 @@ class RowLayout:
             num_baskets=num_baskets,
             calibrated=calibrated.to(device),
             all_calibrated=bool(calibrated.all()),
+            prefix=(first[:, None] + 1 + torch.arange(prefix_tokens)[None, :]).to(device) if prefix_tokens else None,
         )
 
     @property
@@ -158,17 +175,23 @@ def calibrate_rows(probs: Tensor, layout: RowLayout, config: CalibrationConfig) 
 
 
 def _targets(rows: Tensor, layout: RowLayout, config: CalibrationConfig, live_count: Tensor, content_mass: Tensor):
-    """Each live basket's calibrated total, and (position, calibrated mass) for every isolated token."""
+    """Each live basket's calibrated total, and (position, calibrated mass) for every isolated token.
+
+    Prefix ([DUMP]) tokens keep their own mass under every variant; the variant's rule shares out the rest.
+    """
     first_mass = _mass_at(rows, layout.first)
     last_mass = _mass_at(rows, layout.last)
     edges = [(layout.first, first_mass), (layout.last, last_mass)]
-    isolated = []
+    prefix = [] if layout.prefix is None else [(p, _mass_at(rows, p)) for p in layout.prefix.unbind(dim=1)]
+    isolated = list(prefix)
     if config.variant == "uniform":
         units = live_count.clone()
         for _, mass in edges:
             if mass is not None:
                 units = units + (mass > 0).to(rows.dtype)
         share = 1.0 / units.clamp(min=1.0)
+        if prefix:
+            share = share * (1.0 - sum(mass for _, mass in prefix)).clamp(min=0.0)
         for position, mass in edges:
             if mass is not None:
                 isolated.append((position, torch.where(mass > 0, share, torch.zeros_like(share))))
@@ -176,16 +199,23 @@ def _targets(rows: Tensor, layout: RowLayout, config: CalibrationConfig, live_co
     if config.variant == "cls_soft":
         # isolated tokens keep their own mass (written back: a last token may sit inside a basket's span);
         # the content keeps its total, shared equally by the live baskets
-        isolated = [(position, mass) for position, mass in edges if mass is not None]
+        isolated += [(position, mass) for position, mass in edges if mass is not None]
         return content_mass / live_count.clamp(min=1.0), isolated
     weight = config.hard_weight
     pool_is_first = layout.pooling_token == "first"
     pool_position, pool_mass = edges[0] if pool_is_first else edges[1]
     other_position, other_mass = edges[1] if pool_is_first else edges[0]
-    remainder = content_mass + pool_mass - weight  # == 1 - w - other isolated mass
-    if other_mass is not None:
-        # an attention sink heavier than 1 - w leaves nothing for the content: shrink it to fit
-        isolated.append((other_position, torch.where(remainder < 0, other_mass + remainder, other_mass)))
+    remainder = content_mass + pool_mass - weight  # == 1 - w - the other isolated tokens' mass
+    others = prefix + ([(other_position, other_mass)] if other_mass is not None else [])
+    if others:
+        # attention sinks heavier than 1 - w together leave nothing for the content: shrink them to fit,
+        # each by its share of their total
+        shrink = torch.where(remainder < 0, remainder, torch.zeros_like(remainder))
+        if prefix:
+            total = sum(mass for _, mass in others).clamp(min=torch.finfo(rows.dtype).tiny)
+            isolated = [(position, mass + shrink * mass / total) for position, mass in others]
+        else:  # one sink: it takes the whole shrink (the same numbers as the share above, without a division)
+            isolated = [(position, mass + shrink) for position, mass in others]
     isolated.append((pool_position, torch.full_like(pool_mass, weight)))
     return remainder.clamp(min=0.0) / live_count.clamp(min=1.0), isolated
 

@@ -24,8 +24,8 @@ from posfair_llamaindex.version import __version__
 # Dual mode's defaults per pooling, picked from SQuAD-LongPosQ and SciFact together (docs/RESULTS.md, dual
 # section): the strength of the calibrated vector and the rule that fuses its score with the plain one.
 DUAL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "first": {"strength": 0.85, "fusion": "max"},
-    "last": {"strength": 0.85, "fusion": "max"},
+    "first": {"strength": 1.0, "fusion": "max"},
+    "last": {"strength": 1.0, "fusion": "max"},
     "mean": {"strength": 0.85, "fusion": "max"},
 }
 
@@ -214,9 +214,16 @@ class PosFairEmbedding(BaseEmbedding):
             "normalize": self.normalize,
             "max_length": self.max_length,
             "text_instruction": self.text_instruction,
+            "query_instruction": self.query_instruction,
         }
-        if self.is_dual:  # only here, so that the tags (and fingerprints) of the other modes stay as they were
+        # the keys below appear only where they apply, so that every other tag (and fingerprint) stays as it was
+        if self.is_dual:
             tag["fusion"] = self.fusion
+        if not self._encoder.include_prompt:
+            tag["prompt_in_pooling"] = False
+        dump_tokens = self._encoder.prompt_span(self.text_instruction or "").dump_tokens
+        if dump_tokens:
+            tag["dump_tokens"] = dump_tokens
         return tag
 
     def fingerprint(self) -> str:
@@ -232,19 +239,20 @@ class PosFairEmbedding(BaseEmbedding):
 
     # ------------------------------------------------------------------ embedding
     def _documents(self, texts: list[str]) -> list[Embedding]:
-        prefix = self.text_instruction or ""
+        prompt = self.text_instruction or ""
         if self._sea is not None:
             checked = check_texts(texts)
             return self._sea.encode(
-                checked, prefix=prefix, batch_size=self.embed_batch_size, normalize=self.normalize
+                checked, prompt=prompt, batch_size=self.embed_batch_size, normalize=self.normalize
             ).tolist()
         calibration = self.calibration if self.mode in ("calibrated", "dual") else None
         vectors = self._encoder.encode(
-            [prefix + text for text in check_texts(texts)],
+            check_texts(texts),
             calibration,
             batch_size=self.embed_batch_size,
             normalize=self.normalize,
             dual=self.is_dual,
+            prompt=prompt,
         )
         return vectors.tolist()
 
@@ -253,8 +261,8 @@ class PosFairEmbedding(BaseEmbedding):
             raise TypeError(f"query is {type(query).__name__}, expected str")
         if not query.strip():
             raise ValueError("query is empty or whitespace only")
-        prefix = self.query_instruction or ""
-        return self._encoder.encode([prefix + query], None, normalize=self.normalize)[0].tolist()
+        prompt = self.query_instruction or ""
+        return self._encoder.encode([query], None, normalize=self.normalize, prompt=prompt)[0].tolist()
 
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._documents([text])[0]
@@ -292,6 +300,90 @@ class PosFairEmbedding(BaseEmbedding):
         lengths = self._encoder.token_lengths([prefix + text for text in check_texts(texts)])
         return sorted(range(len(texts)), key=lambda i: -lengths[i])
 
+    # ------------------------------------------------------------------ pickling: begin (issue 10, distributed/)
+    # A PosFairEmbedding crosses process boundaries (LlamaIndex's IngestionPipeline(num_workers=...), Ray
+    # actors) as its settings, never as its weights. The receiving process loads the encoder on first use,
+    # once, and refuses to embed when the model it finds gives another fingerprint than the sender's.
+    # LlamaIndex's own BaseComponent pickling would trial-pickle the whole model to find out that it cannot,
+    # drop it with a warning, and rebuild the embedding eagerly while the task is still being unpickled,
+    # where a failure kills the pool worker instead of reaching the caller.
+    _unpickled: Optional[dict[str, Any]] = PrivateAttr(default=None)
+
+    def constructor_settings(self) -> dict[str, Any]:
+        """Keyword arguments that rebuild this embedding, with what was resolved at load time made explicit."""
+        return {
+            "model_name": self.model_name,
+            "calibration": self.calibration,
+            "mode": self.mode,
+            "chunker": self.chunker,
+            "fusion": self.fusion,
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+            "normalize": self.normalize,
+            "query_instruction": self.query_instruction,
+            "text_instruction": self.text_instruction,
+            "embed_batch_size": self.embed_batch_size,
+            "device": self.device,
+            "dtype": self.dtype,
+            "trust_remote_code": self.trust_remote_code,
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        from pydantic import BaseModel
+
+        private = object.__getattribute__(self, "__pydantic_private__") or {}
+        if private.get("_unpickled") is not None and "_encoder" not in private:
+            origin = private["_unpickled"]  # received and never used: passed on as received, nothing loads
+        else:
+            origin = {"fingerprint": self.fingerprint(), "padding_side": self._encoder.padding_side}
+        state = BaseModel.__getstate__(self)
+        # event handlers stay with the process that registered them
+        fields = {**state["__dict__"], "callback_manager": CallbackManager([])}
+        return {**state, "__dict__": fields, "__pydantic_private__": {"_unpickled": origin}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from pydantic import BaseModel
+
+        BaseModel.__setstate__(self, state)  # fields only; the encoder loads on first use (_load_unpickled)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_encoder", "_sea"):
+            private = object.__getattribute__(self, "__pydantic_private__")
+            if private and name not in private and private.get("_unpickled") is not None:
+                self._load_unpickled()
+                return private[name]
+        return super().__getattr__(name)
+
+    def _load_unpickled(self) -> None:
+        private = object.__getattribute__(self, "__pydantic_private__")
+        origin = private["_unpickled"]
+        try:
+            encoder = PosFairEncoder(
+                self.model_name,
+                pooling=self.pooling,
+                max_length=self.max_length,
+                device=self.device,
+                dtype=self.dtype,
+                trust_remote_code=self.trust_remote_code,
+                padding_side=origin["padding_side"],
+            )
+            loaded = PosFairEmbedding(**self.constructor_settings(), encoder=encoder)
+        except Exception as error:
+            raise RuntimeError(
+                f"PosFairEmbedding could not load {self.model_name} in process {os.getpid()}, where it was sent "
+                f"pickled (a worker of IngestionPipeline(num_workers=...) or a Ray actor): "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        if loaded.fingerprint() != origin["fingerprint"]:
+            raise ValueError(
+                f"PosFairEmbedding: {self.model_name} in process {os.getpid()} gives fingerprint "
+                f"{loaded.fingerprint()}, but the embedding was sent with fingerprint {origin['fingerprint']}: the "
+                "two processes see different weights or settings, so their vectors would not be comparable"
+            )
+        private["_encoder"], private["_sea"], private["_unpickled"] = loaded._encoder, loaded._sea, None
+
+    # ------------------------------------------------------------------ pickling: end
+
 
 def settings_from_tag(tag: dict[str, Any]) -> dict[str, Any]:
     """The constructor settings recorded in a tag written by :meth:`PosFairEmbedding.tag` (its inverse).
@@ -310,6 +402,7 @@ def settings_from_tag(tag: dict[str, Any]) -> dict[str, Any]:
         "max_length": tag.get("max_length"),
         "normalize": tag.get("normalize", True),
         "text_instruction": tag.get("text_instruction"),
+        "query_instruction": tag.get("query_instruction"),
         "calibration": calibration,
         "chunker": tag.get("chunker"),
         "fusion": tag.get("fusion"),

@@ -29,6 +29,7 @@ from posfair_llamaindex.model_files import (
 )
 from posfair_llamaindex.options import DTYPES, PADDING_SIDES, POOLINGS
 from posfair_llamaindex.pooling import pool_hidden_states, pooling_positions
+from posfair_llamaindex.prompts import NO_PROMPT, PromptSpan, prompt_span
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,9 @@ class PosFairEncoder:
         self.pooling = pooling or self.files.pooling or self._fallback_pooling()
         self.max_length = self._resolve_max_length(max_length)
         self.dense = [layer.to(self.device, self.dtype).eval() for layer in self.files.dense]
+        # sentence-transformers' include_prompt: whether mean pooling averages over the prompt's tokens too
+        self.include_prompt = self.files.include_prompt
+        self._prompt_spans: dict[str, PromptSpan] = {}
         self._truncation_warned = False
 
     # ------------------------------------------------------------------ loading
@@ -239,14 +243,17 @@ class PosFairEncoder:
         calibration: CalibrationConfig,
         recorder: Optional[RowRecorder] = None,
         dual: bool = False,
+        prefix_tokens: int = 0,
     ) -> CalibrationPlan:
+        """The plan of one batch; ``prefix_tokens`` [DUMP] tokens after the first token are isolated with it."""
         isolate_first, isolate_last = self.isolation(calibration)
         layout = RowLayout.from_attention_mask(
             attention_mask,
             basket_size=calibration.basket_size,
-            isolate_first=isolate_first,
+            isolate_first=isolate_first or prefix_tokens > 0,
             isolate_last=isolate_last,
             pooling_token=None if self.pooling == "mean" else self.pooling,
+            prefix_tokens=prefix_tokens,
             device=self.device,
         )
         positions = None if self.pooling == "mean" else pooling_positions(attention_mask, self.pooling).to(self.device)
@@ -263,6 +270,22 @@ class PosFairEncoder:
         )
 
     # ------------------------------------------------------------------ encoding
+    def prompt_span(self, prompt: str) -> PromptSpan:
+        """The token span ``prompt`` takes in front of every text (measured once per prompt)."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+        if prompt not in self._prompt_spans:
+            with self._tokenizer_lock:
+                span = prompt_span(self.tokenizer, prompt)
+            if span.length and not self.include_prompt and self.pooling == "first":
+                raise ValueError(
+                    f"{self.model_name} leaves prompts out of first-token pooling (include_prompt: false), so "
+                    "sentence-transformers pools the first token after the prompt; posfair pools the model's "
+                    "first token and does not reproduce that. Save the model with include_prompt: true"
+                )
+            self._prompt_spans[prompt] = span
+        return self._prompt_spans[prompt]
+
     def tokenize(self, texts: Sequence[str]):
         with self._tokenizer_lock:
             return self.tokenizer(
@@ -289,13 +312,18 @@ class PosFairEncoder:
         normalize: bool = True,
         show_progress: bool = False,
         dual: bool = False,
+        prompt: str = "",
     ) -> np.ndarray:
         """Embed ``texts`` (float32 ``[n, dim]``), longest first in batches, returned in input order.
 
         With ``dual=True`` each row is the plain vector followed by the calibrated one (``[n, 2 * dim]``),
-        both from one shared pass (see :meth:`encode_batch`).
+        both from one shared pass (see :meth:`encode_batch`). ``prompt`` goes in front of every text, as
+        sentence-transformers' prompts do: left out of mean pooling when the model says ``include_prompt:
+        false``, and its [DUMP] tokens isolated under calibration.
         """
         texts = check_texts(texts)
+        span = self.prompt_span(prompt)
+        texts = [span.text + text for text in texts] if span.text else texts
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if calibration is not None:
@@ -312,7 +340,9 @@ class PosFairEncoder:
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="Encoding", unit="batch", disable=not show_progress):
             chosen = order[start : start + batch_size]
-            result[chosen] = self.encode_batch([texts[i] for i in chosen], calibration, normalize=normalize, dual=dual)
+            result[chosen] = self.encode_batch(
+                [texts[i] for i in chosen], calibration, normalize=normalize, dual=dual, prompt=span
+            )
         return result
 
     def encode_batch(
@@ -323,12 +353,14 @@ class PosFairEncoder:
         normalize: bool = True,
         recorder: Optional[RowRecorder] = None,
         dual: bool = False,
+        prompt: PromptSpan = NO_PROMPT,
     ) -> np.ndarray:
-        """One forward pass over ``texts`` (already validated); calibrated when a non-plain config is given.
+        """One forward pass over ``texts`` (already validated, ``prompt`` already in front of each).
 
-        ``dual=True`` returns ``[plain | calibrated]`` per text from one pass: the layers below the first
-        calibrated layer run once, and from there the batch is doubled, its first half plain and its
-        second half calibrated. The cost is about ``1 + calibrated-from-here layers / all layers`` plain.
+        Calibrated when a non-plain config is given. ``dual=True`` returns ``[plain | calibrated]`` per text
+        from one pass: the layers below the first calibrated layer run once, and from there the batch is
+        doubled, its first half plain and its second half calibrated. The cost is about
+        ``1 + calibrated-from-here layers / all layers`` plain.
         """
         batch = self.tokenize(texts)
         extra = {}
@@ -336,13 +368,20 @@ class PosFairEncoder:
         if dual and recorder is not None:
             raise ValueError("dual encoding cannot record attention rows")
         if (calibration is not None and not calibration.is_plain) or recorder is not None:
-            plan = self.plan_for(mask, calibration or CalibrationConfig(strength=0.0), recorder, dual=dual)
+            plan = self.plan_for(
+                mask,
+                calibration or CalibrationConfig(strength=0.0),
+                recorder,
+                dual=dual,
+                prefix_tokens=prompt.dump_tokens,
+            )
             if plan.layout.any_calibrated or recorder is not None:
                 extra[PLAN_KWARG] = plan
+        skip = prompt.length if self.pooling == "mean" and not self.include_prompt else 0
         with torch.inference_mode():
             hidden = self.model(**batch.to(self.device), **extra).last_hidden_state
             doubled = hidden.shape[0] == 2 * mask.shape[0]
-            vectors = pool_hidden_states(hidden, torch.cat([mask, mask]) if doubled else mask, self.pooling)
+            vectors = pool_hidden_states(hidden, torch.cat([mask, mask]) if doubled else mask, self.pooling, skip)
             for layer in self.dense:
                 vectors = layer(vectors)
             vectors = vectors.float()

@@ -43,6 +43,7 @@ class SentenceTransformerFiles:
     normalize: bool = False
     prompts: dict[str, str] = field(default_factory=dict)
     max_seq_length: Optional[int] = None
+    include_prompt: bool = True  # False: the prompt's tokens are left out of (mean) pooling
 
 
 def read_sentence_transformer_files(folder: Optional[Path]) -> SentenceTransformerFiles:
@@ -57,7 +58,9 @@ def read_sentence_transformer_files(folder: Optional[Path]) -> SentenceTransform
         if kind == "Transformer":
             continue
         if kind == "Pooling":
-            found.pooling = _pooling_from_config(json.loads((path / "config.json").read_text()), path)
+            pooling_config = json.loads((path / "config.json").read_text())
+            found.pooling = _pooling_from_config(pooling_config, path)
+            found.include_prompt = bool(pooling_config.get("include_prompt", True))
         elif kind == "Dense":
             found.dense.append(_load_dense(path))
         elif kind == "Normalize":

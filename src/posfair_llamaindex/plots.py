@@ -181,3 +181,39 @@ def trade_off(rows: Sequence[dict], title: str = "") -> Figure:
     axis.set_title(title or "Fairness against general quality", fontsize=10)
     axis.legend(fontsize=8)
     return figure
+
+
+def evidence_moving(curves: Sequence[tuple]) -> Figure:
+    """cos(query, document) as the evidence moves through the slots, one line per ``(label, [sets, slots])``."""
+    figure = Figure(figsize=(6, 4))
+    axis = figure.subplots()
+    x = None
+    for label, cosines in curves:
+        x = np.arange(1, cosines.shape[1] + 1)
+        mean = cosines.mean(axis=0)
+        spread = cosines.std(axis=0) / np.sqrt(len(cosines))
+        delta = (mean.max() - mean.min()) * 1000
+        axis.plot(x, mean, marker="o", label=f"{label} (Δ={delta:.1f})")
+        axis.fill_between(x, mean - spread, mean + spread, alpha=0.2)
+    if x is not None:
+        axis.set_xticks(x)
+    axis.set_xlabel("slot of the evidence (1 = start of the document)")
+    axis.set_ylabel("cosine(query, document)")
+    axis.set_title("Evidence moving through a fixed document (flat = fair)")
+    axis.legend(fontsize=8)
+    return figure
+
+
+def dump_effect(result: dict) -> Figure:
+    """Mean final-layer norms by token kind, and stopwords' last-layer attention to [CLS] and [DUMP]."""
+    figure = Figure(figsize=(8, 3.5))
+    left, right = figure.subplots(1, 2)
+    norms = {k: v for k, v in result["mean_norm"].items() if v is not None}
+    left.bar(list(norms), list(norms.values()), color=["#4c72b0", "#dd8452", "#55a868"][: len(norms)])
+    left.set_ylabel("mean L2 norm, final layer")
+    left.set_title("hidden-state norms")
+    shares = {k.replace("to_", "to "): v for k, v in result["stopword_attention"].items() if v is not None}
+    right.bar(list(shares), list(shares.values()), color="#8172b3")
+    right.set_ylabel("attention share (last layer)")
+    right.set_title("where stopwords attend")
+    return figure

@@ -6,9 +6,19 @@ import torch
 from torch import Tensor
 
 
-def pool_hidden_states(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
-    """Pool ``[N, L, D]`` hidden states over each row's valid tokens, whatever the padding side."""
+def pool_hidden_states(hidden: Tensor, attention_mask: Tensor, pooling: str, skip: int = 0) -> Tensor:
+    """Pool ``[N, L, D]`` hidden states over each row's valid tokens, whatever the padding side.
+
+    ``skip`` leaves each row's first valid tokens out of a mean: a prompt that sentence-transformers
+    excludes from pooling (``include_prompt: false``).
+    """
     mask = attention_mask.to(hidden.device).bool()
+    if skip and pooling != "mean":
+        raise ValueError(f"only mean pooling leaves prompt tokens out; {pooling!r} pools one token")
+    if skip:
+        starts = mask.to(torch.int8).argmax(dim=1)
+        positions = torch.arange(mask.shape[1], device=mask.device)
+        mask = mask & (positions[None, :] >= (starts + skip)[:, None])
     if pooling == "mean":
         weights = mask.to(hidden.dtype)[..., None]
         return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)

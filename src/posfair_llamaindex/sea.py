@@ -117,16 +117,19 @@ class SegmentEmbedAverage:
         self,
         texts: Sequence[str],
         *,
-        prefix: str = "",
+        prompt: str = "",
         batch_size: int = 16,
         normalize: bool = True,
         show_progress: bool = False,
     ) -> np.ndarray:
-        """Embed documents: chunk, plain-encode every chunk (batched across documents), average."""
+        """Embed documents: chunk, plain-encode every chunk (batched across documents), average.
+
+        ``prompt`` goes in front of every chunk, since each chunk is encoded as a document of its own.
+        """
         pieces = [self.split(text) for text in texts]
-        flat = [prefix + chunk for chunks in pieces for chunk in chunks]
+        flat = [chunk for chunks in pieces for chunk in chunks]
         chunk_vectors = self.encoder.encode(
-            flat, None, batch_size=batch_size, normalize=True, show_progress=show_progress
+            flat, None, batch_size=batch_size, normalize=True, show_progress=show_progress, prompt=prompt
         )
         result = np.empty((len(texts), self.encoder.dimension), dtype=np.float32)
         start = 0

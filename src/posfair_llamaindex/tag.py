@@ -18,9 +18,9 @@ ENCODING_VERSION = 1
 # Recorded for people, left out of the fingerprint: the same weights loaded from another folder, or by
 # another release that encodes identically, make the same vectors.
 INFORMATIONAL_TAG_KEYS = ("package_version", "model")
-# Recorded as the collection's default, left out of the fingerprint: how a dual collection's two scores
-# are fused is chosen at query time and changes no stored vector.
-QUERY_TIME_TAG_KEYS = ("fusion",)
+# Recorded as the collection's default, left out of the fingerprint: they decide how queries are encoded
+# (the query prompt) and how a dual collection's two scores are fused, and change no stored vector.
+QUERY_TIME_TAG_KEYS = ("fusion", "query_instruction")
 
 
 def fingerprint_of(tag: dict[str, Any]) -> str:

@@ -62,7 +62,8 @@ def test_help_defaults_are_the_config_defaults():
         (("eval",), ["--mode"]),
         (("sweep", "strength"), ["--mode", "--strength", "--max-sets", "--chunker"]),
         (("sweep", "grid"), ["--mode", "--variant", "--basket-size", "--layers", "--max-sets"]),
-        (("diagnose",), ["--mode", "--chunker", "--data", "--max-documents"]),
+        (("diagnose",), ["--mode", "--chunker", "--max-documents", "--scifact-sample"]),
+        (("finetune",), ["--mode", "--strength", "--qdrant-path", "--configs"]),
         (("collections",), ["--model", "--mode", "--strength"]),
     ],
 )

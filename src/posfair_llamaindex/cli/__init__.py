@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from posfair_llamaindex.cli import research, store
+from posfair_llamaindex.cli import research, store, train
 from posfair_llamaindex.cli.options import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store.register(commands)
     research.register(commands)
+    train.register(commands)
     return parser
 
 

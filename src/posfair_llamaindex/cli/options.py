@@ -184,6 +184,7 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
         pooling=args.pooling or base.get("pooling"),
         max_length=args.max_length or base.get("max_length"),
         text_instruction=base.get("text_instruction"),
+        query_instruction=base.get("query_instruction"),
         normalize=base.get("normalize", True),
         embed_batch_size=args.batch_size,
         device=args.device,

@@ -43,6 +43,22 @@ def register(commands) -> None:
         "--word-budget", type=int, default=None, help="build ~N-word documents instead (long-context models)"
     )
     group.add_argument("--exact-offsets", action="store_true", help="keep only questions whose answer offset is exact")
+    group.add_argument(
+        "--split",
+        choices=("all", "heldout"),
+        default="all",
+        help="SQuAD articles to build from: all, or only those `posfair finetune` holds out (%(default)s)",
+    )
+    group.add_argument(
+        "--heldout-fraction", type=float, default=0.2, help="with --split heldout: as in finetune (%(default)s)"
+    )
+    group.add_argument("--split-seed", type=int, default=0, help="with --split heldout: as in finetune (%(default)s)")
+    group.add_argument(
+        "--scifact-sample",
+        type=int,
+        default=None,
+        help="SciFact corpus: every relevant abstract plus N sampled others (all 5,183 when unset)",
+    )
     rotation = argparse.ArgumentParser(add_help=False)
     rotation.add_argument_group("evidence moving and NQ oracle").add_argument(
         "--max-sets", type=int, default=600, help="rotated sets of three passages (%(default)s)"
@@ -109,8 +125,25 @@ def register(commands) -> None:
         description="For files or literal texts: box plots of the pooling token's attention to itself per layer, "
         "and the cosine between each text's embedding and its 10 segments, plain vs calibrated (PNG + JSON).",
     )
-    diagnose.add_argument("texts", nargs="+", metavar="TEXT", help="files (.txt/.md) or literal texts")
+    diagnose.add_argument("texts", nargs="*", metavar="TEXT", help="files (.txt/.md) or literal texts")
     diagnose.add_argument("--out", default="posfair_diagnostics", help="output folder")
+    probes = diagnose.add_argument_group("training-side diagnostics")
+    probes.add_argument(
+        "--evidence-moving",
+        type=int,
+        default=None,
+        metavar="N",
+        help="move the evidence of N SQuAD questions through 10 slots of a filler document; cos(query, doc) per slot",
+    )
+    probes.add_argument(
+        "--dump-effect", action="store_true", help="norms and stopword attention of [CLS], [DUMP] and stopwords"
+    )
+    probes.add_argument("--data", default=DEFAULT_DATA, help="the shared data folder, for --evidence-moving")
+    probes.add_argument("--split", choices=("all", "heldout"), default="heldout", help="SQuAD articles (%(default)s)")
+    probes.add_argument("--heldout-fraction", type=float, default=0.2, help="as in finetune (%(default)s)")
+    probes.add_argument("--split-seed", type=int, default=0, help="as in finetune (%(default)s)")
+    probes.add_argument("--token-budget", type=int, default=450, help="tokens per moved document (%(default)s)")
+    probes.add_argument("--seed", type=int, default=0, help="which questions (%(default)s)")
     diagnose.set_defaults(handler=run_diagnose)
 
 
@@ -230,7 +263,12 @@ def _benchmarks(args, tokenizer) -> list:
         elif name == "evidence":
             built.append(
                 data.squad_evidence_moving(
-                    Path(args.data), tokenizer, token_budget=args.token_budget, max_sets=args.max_sets, seed=args.seed
+                    Path(args.data),
+                    tokenizer,
+                    token_budget=args.token_budget,
+                    max_sets=args.max_sets,
+                    seed=args.seed,
+                    articles=_articles(args),
                 )
             )
         elif name == "nq":
@@ -240,7 +278,7 @@ def _benchmarks(args, tokenizer) -> list:
                 )
             )
         elif name == "scifact":
-            built.append(data.scifact(Path(args.data)))
+            built.append(_scifact(args))
         else:
             raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)} or all")
     return built
@@ -259,7 +297,23 @@ def _squad(args, tokenizer):
         questions_per_group=args.questions_per_group,
         exact_offsets_only=args.exact_offsets,
         seed=args.seed,
+        articles=_articles(args),
     )
+
+
+def _articles(args):
+    """The held-out SQuAD article positions under --split heldout, else None (every article)."""
+    if args.split == "all":
+        return None
+    from posfair_llamaindex.eval import data
+
+    return data.heldout_article_indices(Path(args.data), args.heldout_fraction, args.split_seed)
+
+
+def _scifact(args):
+    from posfair_llamaindex.eval import data
+
+    return data.scifact(Path(args.data), sample=args.scifact_sample, seed=args.seed)
 
 
 def _tokenizer(model: str):
@@ -326,7 +380,6 @@ def run_sweep(args) -> int:
 
 def run_dual_sweep(args) -> int:
     from posfair_llamaindex import plots
-    from posfair_llamaindex.eval import data
     from posfair_llamaindex.eval.sweeps import dual_configs, tradeoff_findings, tradeoff_markdown, tradeoff_rows
 
     model = _model(args)
@@ -335,7 +388,7 @@ def run_dual_sweep(args) -> int:
     squad = _squad(args, _tokenizer(model))
     pooling = args.pooling or "model-pooling"
     positional = _run(args, model, configs, squad, f"sweep-dual-squad-{pooling}")
-    general = _run(args, model, configs, data.scifact(Path(args.data)), f"sweep-dual-scifact-{pooling}")
+    general = _run(args, model, configs, _scifact(args), f"sweep-dual-scifact-{pooling}")
     rows = tradeoff_rows(positional, general)
     out = Path(args.out)
     table = tradeoff_markdown(rows, "SQuAD", "SciFact")
@@ -369,12 +422,31 @@ def _read_texts(items: list[str]) -> list[str]:
 
 def run_diagnose(args) -> int:
     from posfair_llamaindex.encoder import PosFairEncoder
-    from posfair_llamaindex.eval.diagnostics import diagnose
 
+    if not args.texts and args.evidence_moving is None:
+        raise ValueError("give texts to diagnose, or --evidence-moving N")
+    if args.dump_effect and not args.texts:
+        raise ValueError("--dump-effect needs texts to look at")
+    if args.evidence_moving is not None and args.evidence_moving < 1:
+        raise ValueError(f"--evidence-moving needs at least 1 set, got {args.evidence_moving}")
     encoder = PosFairEncoder(
         _model(args), pooling=args.pooling, max_length=args.max_length, device=args.device, dtype=args.dtype
     )
-    results = diagnose(encoder, _read_texts(args.texts), calibration_from_args(args), Path(args.out))
+    out = Path(args.out)
+    calibration = calibration_from_args(args)
+    if args.texts:
+        _text_diagnostics(encoder, _read_texts(args.texts), calibration, args)
+    if args.evidence_moving is not None:
+        _evidence_moving(encoder, calibration, args, out)
+    return 0
+
+
+def _text_diagnostics(encoder, texts, calibration, args) -> None:
+    from posfair_llamaindex import plots
+    from posfair_llamaindex.eval.diagnostics import diagnose
+    from posfair_llamaindex.eval.probes import dump_effect
+
+    results = diagnose(encoder, texts, calibration, Path(args.out))
     profile = results["segment_profile"]
     for name in ("plain", "calibrated"):
         values = " ".join(f"{v:.3f}" for v in profile[name]["mean_profile"])
@@ -386,4 +458,52 @@ def run_diagnose(args) -> int:
             print(f"self-mass {name:>17}: " + " ".join(f"{v:.3f}" for v in results["self_mass"][name]))
     charts = "segment_profile.png" + (", self_mass.png" if "self_mass" in results else "")
     print(f"wrote {args.out}/{charts} and diagnostics.json")
-    return 0
+    if args.dump_effect:
+        prompt = encoder.files.prompts.get("document", encoder.files.prompts.get("passage", ""))
+        effect = dump_effect(encoder, texts, prompt=prompt)
+        (Path(args.out) / "dump_effect.json").write_text(json.dumps(effect, indent=2) + "\n")
+        plots.save_png(plots.dump_effect(effect), Path(args.out) / "dump_effect.png")
+        print("dump effect: " + json.dumps(effect))
+        print(f"wrote {args.out}/dump_effect.png and dump_effect.json")
+
+
+def _evidence_moving(encoder, calibration, args, out: Path) -> None:
+    from posfair_llamaindex import plots
+    from posfair_llamaindex.eval.probes import evidence_moving_cosine, moving_summary, squad_moving_sets
+
+    articles = _articles(args)
+    sets = squad_moving_sets(
+        Path(args.data),
+        encoder.tokenizer,
+        count=args.evidence_moving,
+        token_budget=args.token_budget,
+        articles=articles,
+        seed=args.seed,
+    )
+    prompts = encoder.files.prompts
+    kwargs = dict(
+        query_prompt=prompts.get("query", ""),
+        document_prompt=prompts.get("document", prompts.get("passage", "")),
+        batch_size=args.batch_size,
+    )
+    curves = {"plain": evidence_moving_cosine(encoder, sets, None, **kwargs)}
+    if not calibration.is_plain:
+        curves["calibrated"] = evidence_moving_cosine(encoder, sets, calibration, **kwargs)
+    results = {
+        "model": encoder.model_name,
+        "pooling": encoder.pooling,
+        "calibration": calibration.tag(),
+        "split": args.split,
+        **{name: moving_summary(cosines) for name, cosines in curves.items()},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "evidence_moving.json").write_text(json.dumps(results, indent=2) + "\n")
+    plots.save_png(plots.evidence_moving(list(curves.items())), out / "evidence_moving.png")
+    for name in curves:
+        summary = results[name]
+        values = " ".join(f"{v:.3f}" for v in summary["mean_cosine"])
+        print(
+            f"evidence moving {name:>10}: {values}  (peak slot {summary['peak_slot']}, lowest "
+            f"{summary['lowest_slot']}, delta x1000 {summary['delta_x1000']:.1f}, {summary['sets']} sets)"
+        )
+    print(f"wrote {out}/evidence_moving.png and evidence_moving.json")

@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 GROUPS = ("begin", "middle", "end")
 SEPARATOR = "\n\n"
@@ -66,6 +66,32 @@ class Benchmark:
 
 
 # ----------------------------------------------------------------------------- helpers
+T = TypeVar("T")
+
+
+def split_articles(articles: Sequence[T], heldout_fraction: float = 0.2, seed: int = 0) -> tuple[list[T], list[T]]:
+    """Training and held-out articles, disjoint, each in input order; the same inputs always split the same way.
+
+    ``round(len * heldout_fraction)`` articles are held out (at least one when the fraction is positive and
+    there are two or more articles), chosen by ``random.Random(seed)``.
+    """
+    if not 0.0 <= heldout_fraction < 1.0:
+        raise ValueError(f"heldout_fraction must be in [0, 1), got {heldout_fraction!r}")
+    count = round(len(articles) * heldout_fraction)
+    if heldout_fraction > 0 and count == 0 and len(articles) > 1:
+        count = 1
+    held = set(random.Random(seed).sample(range(len(articles)), count))
+    train = [a for i, a in enumerate(articles) if i not in held]
+    heldout = [a for i, a in enumerate(articles) if i in held]
+    return train, heldout
+
+
+def heldout_article_indices(data_dir: Path, heldout_fraction: float = 0.2, seed: int = 0) -> frozenset:
+    """Positions of the SQuAD articles that fine-tuning with the same fraction and seed never trains on."""
+    articles = _squad_articles(data_dir)
+    return frozenset(split_articles(list(range(len(articles))), heldout_fraction, seed)[1])
+
+
 def _squad_articles(data_dir: Path) -> list[dict]:
     path = Path(data_dir) / "squad" / "squad-v1.1-train.json.gz"
     if not path.is_file():
@@ -130,12 +156,14 @@ def squad_longposq(
     questions_per_group: Optional[int] = 2000,
     exact_offsets_only: bool = False,
     seed: int = 0,
+    articles: Optional[frozenset] = None,
 ) -> Benchmark:
     """Long documents of consecutive paragraphs; questions grouped by the token position of their answer.
 
     ``token_budget`` counts the model's tokens including special tokens, so no document is truncated;
     ``word_budget`` (e.g. 1000) builds longer documents for long-context models instead. Documents with
     fewer than ``min_paragraphs`` paragraphs or filled below ``min_fill`` of the budget are dropped.
+    ``articles`` keeps only those article positions (the held-out articles of fine-tuning).
     """
     if word_budget is not None:
         token_budget = None
@@ -144,6 +172,8 @@ def squad_longposq(
     documents: dict[str, str] = {}
     queries: list[Query] = []
     for article_index, article in enumerate(_squad_articles(data_dir)):
+        if articles is not None and article_index not in articles:
+            continue
         paragraphs = article["paragraphs"]
         contexts = [p["context"] for p in paragraphs]
         for run in _pack(contexts, fits):
@@ -170,6 +200,7 @@ def squad_longposq(
         questions_per_group=questions_per_group,
         exact_offsets_only=exact_offsets_only,
         seed=seed,
+        articles=None if articles is None else len(articles),
     )
     name = f"SQuAD-LongPosQ ({f'{token_budget} tokens' if token_budget else f'{word_budget} words'})"
     return Benchmark(name, [RetrievalTask(documents, queries)], GROUPS, settings)
@@ -223,12 +254,18 @@ def squad_evidence_moving(
     max_sets: Optional[int] = 600,
     questions_per_paragraph: int = 2,
     seed: int = 0,
+    articles: Optional[frozenset] = None,
 ) -> Benchmark:
-    """Three consecutive paragraphs per document, rotated so each gold paragraph is first, middle and last."""
+    """Three consecutive paragraphs per document, rotated so each gold paragraph is first, middle and last.
+
+    ``articles`` keeps only those article positions (the held-out articles of fine-tuning).
+    """
     fits = _budget_check(tokenizer, token_budget, None)
     rng = random.Random(seed)
     sets = []
     for article_index, article in enumerate(_squad_articles(data_dir)):
+        if articles is not None and article_index not in articles:
+            continue
         paragraphs = article["paragraphs"]
         for start in range(0, len(paragraphs) - 2, 3):
             trio = paragraphs[start : start + 3]
@@ -244,6 +281,8 @@ def squad_evidence_moving(
     settings = dict(
         token_budget=token_budget, max_sets=max_sets, questions_per_paragraph=questions_per_paragraph, seed=seed
     )
+    if articles is not None:
+        settings["articles"] = len(articles)
     return _rotated("SQuAD evidence moving", sets, settings)
 
 
@@ -280,8 +319,12 @@ def nq_oracle(
 
 
 # ----------------------------------------------------------------------------- SciFact
-def scifact(data_dir: Path, *, split: str = "test") -> Benchmark:
-    """BEIR SciFact: title + abstract documents, claims as queries, qrels of ``split``."""
+def scifact(data_dir: Path, *, split: str = "test", sample: Optional[int] = None, seed: int = 0) -> Benchmark:
+    """BEIR SciFact: title + abstract documents, claims as queries, qrels of ``split``.
+
+    ``sample`` keeps every abstract relevant to a query plus that many of the others, drawn with ``seed``:
+    a fixed, smaller corpus (the full one costs minutes per configuration on a CPU).
+    """
     folder = Path(data_dir) / "beir-scifact"
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} not found: pass the shared data folder (--data)")
@@ -303,4 +346,15 @@ def scifact(data_dir: Path, *, split: str = "test") -> Benchmark:
             if int(score) > 0:
                 relevant.setdefault(query_id, set()).add(doc_id)
     queries = [Query(q, texts[q], frozenset(docs)) for q, docs in sorted(relevant.items())]
-    return Benchmark("SciFact (BEIR)", [RetrievalTask(documents, queries)], ("all",), dict(split=split))
+    settings: dict[str, Any] = dict(split=split)
+    name = "SciFact (BEIR)"
+    if sample is not None:
+        if sample < 0:
+            raise ValueError(f"sample must be >= 0, got {sample}")
+        needed = set().union(*relevant.values()) & set(documents)
+        others = sorted(set(documents) - needed)
+        kept = needed | set(random.Random(seed).sample(others, min(sample, len(others))))
+        documents = {d: documents[d] for d in sorted(kept)}
+        settings.update(sample=sample, seed=seed)
+        name = f"SciFact (BEIR, relevant + {sample} sampled)"
+    return Benchmark(name, [RetrievalTask(documents, queries)], ("all",), settings)

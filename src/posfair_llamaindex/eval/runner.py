@@ -172,9 +172,9 @@ def _scaled(summary: dict[str, tuple]) -> dict[str, tuple]:
 
 
 def _encode_queries(embedding: PosFairEmbedding, task: RetrievalTask, batch_size: int) -> np.ndarray:
-    prefix = embedding.query_instruction or ""
-    texts = [prefix + q.text for q in task.queries]
-    return embedding.encoder.encode(texts, None, batch_size=max(batch_size, 64), normalize=True)
+    texts = [q.text for q in task.queries]
+    prompt = embedding.query_instruction or ""
+    return embedding.encoder.encode(texts, None, batch_size=max(batch_size, 64), normalize=True, prompt=prompt)
 
 
 def _document_vectors(embedding, task, doc_ids, cache_dir, show_progress, memo: dict) -> tuple:

@@ -26,11 +26,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional
 
 from tqdm.auto import tqdm
 
-from posfair_llamaindex.eval.data import SEPARATOR
+from posfair_llamaindex.eval.data import SEPARATOR, split_articles
 
 if TYPE_CHECKING:
     import datasets
@@ -41,7 +41,6 @@ logger = logging.getLogger(__name__)
 SLOTS = ("begin", "middle", "end")
 SETUPS = ("begin", "middle", "end", "uniform", "natural")
 SQUAD_TRAIN = Path("squad") / "squad-v1.1-train.json.gz"
-T = TypeVar("T")
 
 
 # ----------------------------------------------------------------------------- records
@@ -192,23 +191,6 @@ def _article(index: int, item: dict) -> SquadArticle:
         if qa.get("answers")
     )
     return SquadArticle(index, item.get("title", f"article-{index}"), paragraphs, questions)
-
-
-def split_articles(articles: Sequence[T], heldout_fraction: float = 0.2, seed: int = 0) -> tuple[list[T], list[T]]:
-    """Training and held-out articles, disjoint, each in input order; the same inputs always split the same way.
-
-    ``round(len * heldout_fraction)`` articles are held out (at least one when the fraction is positive and
-    there are two or more articles), chosen by ``random.Random(seed)``.
-    """
-    if not 0.0 <= heldout_fraction < 1.0:
-        raise ValueError(f"heldout_fraction must be in [0, 1), got {heldout_fraction!r}")
-    count = round(len(articles) * heldout_fraction)
-    if heldout_fraction > 0 and count == 0 and len(articles) > 1:
-        count = 1
-    held = set(random.Random(seed).sample(range(len(articles)), count))
-    train = [a for i, a in enumerate(articles) if i not in held]
-    heldout = [a for i, a in enumerate(articles) if i in held]
-    return train, heldout
 
 
 def article_split(articles: Sequence[SquadArticle], heldout_fraction: float = 0.2, seed: int = 0) -> ArticleSplit:

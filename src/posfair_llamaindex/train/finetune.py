@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from posfair_llamaindex.prompts import MAX_DUMP_TOKENS, dump_token_names
 from posfair_llamaindex.train.data import (
     SETUPS,
     BuildSettings,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_DATA = Path("../shared/data")
-MAX_DUMP_TOKENS = 16
 PROMPT_NAMES = ("query", "document")
 TRAINING_FILE = "posfair_training.json"
 LOSS_LOG = "loss_log.jsonl"
@@ -144,12 +144,6 @@ class FinetuneResult:
 
 
 # ----------------------------------------------------------------------------- the model
-def dump_token_names(count: int) -> list[str]:
-    if not 0 <= count <= MAX_DUMP_TOKENS:
-        raise ValueError(f"dump_tokens must be 0 (off) or 1..{MAX_DUMP_TOKENS}, got {count!r}")
-    return [f"[DUMP{i}]" for i in range(count)]
-
-
 def dump_prefix(tokenizer: PreTrainedTokenizerBase, count: int) -> str:
     """The prompt string that tokenizes to exactly the ``count`` dump ids, right after the start token.
 
