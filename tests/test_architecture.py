@@ -94,6 +94,30 @@ def test_the_library_never_imports_the_command_line():
     assert offenders == {}
 
 
+def test_the_distributed_package_sits_on_top_and_ray_stays_inside_it():
+    """Only the command line imports ``distributed/``; only ``distributed/`` imports Ray (an optional extra)."""
+    graph = import_graph()
+    distributed, cli = f"{PACKAGE}.distributed", f"{PACKAGE}.cli"
+    assert f"{PACKAGE}.ingest" in graph[f"{distributed}.actors"]  # the walk sees the package's edges
+    offenders = {
+        m: sorted(t for t in e if t.startswith(distributed))
+        for m, e in graph.items()
+        if not m.startswith((distributed, cli)) and any(t.startswith(distributed) for t in e)
+    }
+    assert offenders == {}
+    importing_ray = []
+    for path in ROOT.rglob("*.py"):
+        if module_name(path).startswith(distributed):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if any(name == "ray" or name.startswith("ray.") for name in names):
+                importing_ray.append(module_name(path))
+    assert importing_ray == []
+
+
 def test_low_level_modules_do_not_reach_up():
     """The math and the config know nothing about models, LlamaIndex, Qdrant or evaluation."""
     graph = import_graph()

@@ -19,6 +19,7 @@ from posfair_llamaindex.cli.options import (
     open_client,
     store_options,
 )
+from posfair_llamaindex.distributed import defaults as ray_defaults
 
 logger = logging.getLogger("posfair")
 
@@ -46,6 +47,7 @@ def register(commands) -> None:
     ingest.add_argument("--node-overlap", type=int, default=0, help="overlapping tokens between nodes (%(default)s)")
     ingest.add_argument("--max-file-mb", type=float, default=50.0, help="skip files larger than this (%(default)s MiB)")
     ingest.add_argument("--strict", action="store_true", help="refuse to ingest anything when a file would be skipped")
+    _engine_options(ingest)
     ingest.set_defaults(handler=run_ingest)
 
     query = commands.add_parser(
@@ -74,10 +76,13 @@ def register(commands) -> None:
 def run_ingest(args) -> int:
     if args.max_file_mb <= 0:
         raise CliError(f"--max-file-mb must be positive, got {args.max_file_mb}")
+    _check_engine_options(args)
     # the server first: a dead one fails in a second, before the model's libraries or weights load
     client = open_client(args)
     if not args.recreate and client.collection_exists(args.collection):
         _precheck_tag(args, client)
+    if args.engine == "ray":
+        return _run_ray_ingest(args, client)
     from posfair_llamaindex.ingest import ingest_documents, node_parser_for, read_documents
     from posfair_llamaindex.qdrant import tagged_vector_store
 
@@ -89,7 +94,9 @@ def run_ingest(args) -> int:
     if not read.documents:
         raise CliError(f"none of the {len(read.skipped)} file(s) has text to ingest: " + _skip_list(read.skipped))
     embed_model = embedding_from_args(args)
-    store = tagged_vector_store(client, args.collection, embed_model, recreate=args.recreate)
+    store = tagged_vector_store(
+        client, args.collection, embed_model, recreate=args.recreate, collection_options=_collection_options(args)
+    )
     parser = node_parser_for(embed_model, args.node_tokens, args.node_overlap)
     for item in read.skipped:
         if item.no_text:  # an emptied file: whatever it held before is stale now
@@ -102,6 +109,120 @@ def run_ingest(args) -> int:
         f"({total} points, fingerprint {embed_model.fingerprint()})"
     )
     _print_skipped(read.skipped)
+    return 0
+
+
+# ----------------------------------------------------------------------------- --engine ray (issue 10)
+ENGINES = ("local", "ray")
+RAY_ONLY_OPTIONS = ("ray_address", "actors", "gpus_per_actor")
+CLUSTER_OPTIONS = ("shard_number", "replication_factor", "write_consistency_factor")
+
+
+def _engine_options(ingest) -> None:
+    engine = ingest.add_argument_group("engine")
+    engine.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help="local: this process (%(default)s); ray: Ray Data actors, see docs/SCALE.md. With ray, --batch-size is "
+        "also the documents per actor batch",
+    )
+    engine.add_argument(
+        "--ray-address", default=None, help="Ray cluster to join (default: RAY_ADDRESS, else a local Ray)"
+    )
+    engine.add_argument("--actors", type=int, default=None, help=f"embedding actors ({ray_defaults.ACTORS})")
+    engine.add_argument(
+        "--gpus-per-actor",
+        type=float,
+        default=None,
+        help="GPUs per embedding actor (1 when the cluster has GPUs, else 0)",
+    )
+    cluster = ingest.add_argument_group("new collection on a Qdrant cluster (--qdrant-url)")
+    cluster.add_argument("--shard-number", type=int, default=None, help="shards of the collection")
+    cluster.add_argument("--replication-factor", type=int, default=None, help="copies of each shard")
+    cluster.add_argument("--write-consistency-factor", type=int, default=None, help="replicas that confirm a write")
+
+
+def _check_engine_options(args) -> None:
+    """Refuse options that do not apply, and a missing Ray, before Qdrant is contacted or anything loads."""
+    given = [name for name in RAY_ONLY_OPTIONS if getattr(args, name) is not None]
+    if args.engine == "local" and given:
+        raise CliError(f"--{given[0].replace('_', '-')} is used by --engine ray only")
+    if args.qdrant_url is None and any(getattr(args, name) is not None for name in CLUSTER_OPTIONS):
+        raise CliError("--shard-number, --replication-factor and --write-consistency-factor need --qdrant-url")
+    if args.engine != "ray":
+        return
+    from posfair_llamaindex.distributed.requirements import RAY_MISSING, ray_available
+
+    if not ray_available():
+        raise CliError(f"--engine ray: {RAY_MISSING}")
+    if args.device is not None:
+        raise CliError("--device is chosen per actor with --engine ray (cuda with --gpus-per-actor > 0, else cpu)")
+    if args.actors is not None and args.actors < 1:
+        raise CliError(f"--actors must be at least 1, got {args.actors}")
+    if args.gpus_per_actor is not None and args.gpus_per_actor < 0:
+        raise CliError(f"--gpus-per-actor must be >= 0, got {args.gpus_per_actor}")
+
+
+def _collection_options(args) -> dict:
+    return {name: getattr(args, name) for name in CLUSTER_OPTIONS if getattr(args, name) is not None}
+
+
+def _run_ray_ingest(args, client) -> int:
+    import argparse
+
+    from posfair_llamaindex.cli.options import DEFAULT_QDRANT_PATH
+    from posfair_llamaindex.distributed import QdrantTarget, RayIngestSettings, ray_ingest
+    from posfair_llamaindex.distributed.pipeline import list_files
+    from posfair_llamaindex.ingest import read_documents
+
+    list_files(args.paths)  # a wrong path fails here, before the model loads
+    max_file_bytes = int(args.max_file_mb * 1024 * 1024)
+    if args.strict:  # the same check as one-process ingest, before anything is written
+        skipped = read_documents(args.paths, max_file_bytes=max_file_bytes).skipped
+        if skipped:
+            raise CliError(
+                f"--strict: nothing was ingested because {len(skipped)} file(s) cannot be: " + _skip_list(skipped)
+            )
+    # the driver's copy only gives the tag and the splitter: on the CPU, in full precision (the actors load
+    # their own, on their device and in --dtype)
+    embed_model = embedding_from_args(argparse.Namespace(**{**vars(args), "device": "cpu", "dtype": None}))
+    target = QdrantTarget(
+        collection=args.collection,
+        url=args.qdrant_url,
+        path=None if args.qdrant_url else str(args.qdrant_path or DEFAULT_QDRANT_PATH),
+        api_key=args.api_key,
+        timeout=max(1, int(args.timeout)),
+        **_collection_options(args),
+    )
+    settings = RayIngestSettings(
+        address=args.ray_address,
+        actors=args.actors or ray_defaults.ACTORS,
+        gpus_per_actor=args.gpus_per_actor,
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+        show_progress=True,
+    )
+    report = ray_ingest(
+        args.paths,
+        embed_model,
+        target,
+        settings,
+        client=client,
+        recreate=args.recreate,
+        node_tokens=args.node_tokens,
+        node_overlap=args.node_overlap,
+        max_file_bytes=max_file_bytes,
+    )
+    if not report.documents:
+        raise CliError(f"none of the {len(report.skipped)} file(s) has text to ingest: " + _skip_list(report.skipped))
+    total = client.count(args.collection, exact=True).count
+    print(
+        f"ingested {report.documents} document(s) as {report.nodes} node(s) into {args.collection!r}: "
+        f"{report.embedded} embedded, {report.unchanged} already stored unchanged "
+        f"({total} points, fingerprint {embed_model.fingerprint()}; engine ray, {settings.actors} actor(s))"
+    )
+    _print_skipped(report.skipped)
     return 0
 
 

@@ -1,0 +1,45 @@
+"""Scale-out ingestion on Ray Data (``pip install 'posfair-llamaindex[ray]'``).
+
+``ray_ingest`` does what ``posfair ingest`` does, with files read and split by a pool of CPU actors,
+documents embedded by a pool of model actors (GPUs when the cluster has them) and the points written to a
+Qdrant server from parallel write tasks (or by the driver, for an embedded folder). Names load on first
+use; without Ray installed, using one raises an ImportError that names the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_WHERE = {
+    "RAY_INSTALL_HINT": "posfair_llamaindex.distributed.requirements",
+    "ray_available": "posfair_llamaindex.distributed.requirements",
+    "require_ray": "posfair_llamaindex.distributed.requirements",
+    "QdrantTarget": "posfair_llamaindex.distributed.settings",
+    "RayIngestSettings": "posfair_llamaindex.distributed.settings",
+    "EmbedDocuments": "posfair_llamaindex.distributed.actors",
+    "prepare_documents": "posfair_llamaindex.distributed.actors",
+    "PosFairQdrantDatasink": "posfair_llamaindex.distributed.sink",
+    "ray_ingest": "posfair_llamaindex.distributed.pipeline",
+}
+
+__all__ = sorted(_WHERE)
+
+if TYPE_CHECKING:
+    from posfair_llamaindex.distributed.actors import EmbedDocuments, prepare_documents
+    from posfair_llamaindex.distributed.pipeline import ray_ingest
+    from posfair_llamaindex.distributed.requirements import RAY_INSTALL_HINT, ray_available, require_ray
+    from posfair_llamaindex.distributed.settings import QdrantTarget, RayIngestSettings
+    from posfair_llamaindex.distributed.sink import PosFairQdrantDatasink
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'posfair_llamaindex.distributed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_WHERE))
