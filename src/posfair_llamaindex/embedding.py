@@ -21,6 +21,27 @@ from posfair_llamaindex.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
 from posfair_llamaindex.version import __version__
 
+
+def _share_llamaindex_tiktoken_cache() -> None:
+    """Point tiktoken at LlamaIndex's bundled cache for the whole process, unless the user chose a cache.
+
+    LlamaIndex sets ``TIKTOKEN_CACHE_DIR`` only while it loads its default tokenizer. The spawned workers of
+    ``IngestionPipeline(num_workers=...)`` inherit the environment without it, unpickle SentenceSplitter's
+    tokenizer by fetching it from the network, and offline die while reading their task, which CPython's
+    pool takes for a closed queue: ``run()`` then waits forever (docs/SCALE.md §4). With the variable set
+    they read the same files LlamaIndex ships.
+    """
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return
+    import llama_index.core
+
+    cache = os.path.join(os.path.dirname(os.path.abspath(llama_index.core.__file__)), "_static", "tiktoken_cache")
+    if os.path.isdir(cache):
+        os.environ["TIKTOKEN_CACHE_DIR"] = cache
+
+
+_share_llamaindex_tiktoken_cache()
+
 # Dual mode's defaults per pooling, picked from SQuAD-LongPosQ and SciFact together (docs/RESULTS.md, dual
 # section): the strength of the calibrated vector and the rule that fuses its score with the plain one.
 # First and last: max at 1.0 (§8.2, the fairest and best HM, SciFact within noise); mean: max at 0.85 (§8.5).

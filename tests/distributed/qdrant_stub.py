@@ -29,13 +29,21 @@ def _dump(value: Any) -> Any:
 
 
 class QdrantStub:
-    """``with QdrantStub(refuse={"upsert": 2}) as stub: QdrantClient(url=stub.url)``."""
+    """``with QdrantStub(refuse={"upsert": 2}) as stub: QdrantClient(url=stub.url)``.
 
-    def __init__(self, refuse: Optional[dict[str, int]] = None) -> None:
+    ``refuse``: answer the first requests of a kind with 503. ``stall_after``: once that many requests of a
+    kind were applied, hold the next ones unanswered until :meth:`release`, then drop them with 503 (a
+    writer killed meanwhile leaves exactly what was applied before).
+    """
+
+    def __init__(self, refuse: Optional[dict[str, int]] = None, stall_after: Optional[dict[str, int]] = None) -> None:
         self.local = QdrantClient(":memory:")
         self.refuse = Counter(refuse or {})
+        self.stall_after = dict(stall_after or {})
         self.seen: Counter = Counter()  # requests per kind, refused ones included
         self.refused: Counter = Counter()
+        self.applied: Counter = Counter()
+        self._released = threading.Event()
         self.created: list[dict] = []  # the create_collection bodies
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -50,9 +58,20 @@ class QdrantStub:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.release()
         self._server.shutdown()
         self._server.server_close()
         self.local.close()
+
+    def release(self) -> None:
+        """Drop the stalled requests (503) and stall no more."""
+        self.stall_after.clear()
+        self._released.set()
+
+    def read(self, call):
+        """``call(local client)`` under the lock the request handlers hold."""
+        with self._lock:
+            return call(self.local)
 
     # ------------------------------------------------------------------ the API
     def answer(self, method: str, path: str, body: Any) -> tuple[int, Any]:
@@ -80,12 +99,17 @@ class QdrantStub:
         }.get((method, rest))
         if kind is None:
             return 404, {"error": f"no route {method} {path}"}
+        if kind in self.stall_after and self.applied[kind] >= self.stall_after[kind]:
+            self._released.wait(timeout=300)
+            return 503, {"error": f"stub held {kind} and dropped it"}
         with self._lock:
             self.seen[kind] += 1
             if self.refused[kind] < self.refuse[kind]:
                 self.refused[kind] += 1
                 return 503, {"error": f"stub refuses {kind} attempt {self.refused[kind]}"}
-            return 200, self._call(kind, name, body or {})
+            result = self._call(kind, name, body or {})
+            self.applied[kind] += 1
+            return 200, result
 
     def _call(self, kind: str, name: str, body: dict) -> Any:
         local = self.local

@@ -86,23 +86,22 @@ PIPELINE = textwrap.dedent(
 
 
 def test_ingestion_pipeline_with_two_workers_gives_the_vectors_of_one(tiny_model_dir, tmp_path):
-    """The issue's pipeline, ``SentenceSplitter`` and ``PosFairEmbedding`` under ``run(num_workers=2)``.
+    """The issue's pipeline, ``SentenceSplitter`` and ``PosFairEmbedding`` under ``run(num_workers=2)``, offline.
 
     LlamaIndex pickles SentenceSplitter's default tiktoken tokenizer by name, and a fresh worker fetches it
-    from the network unless TIKTOKEN_CACHE_DIR points at LlamaIndex's bundled copy (in the parent,
-    LlamaIndex sets it only while it loads the tokenizer). Offline, the fetch raises an OSError while the
-    worker unpickles its task; CPython's pool worker takes that for a closed queue and exits without a
-    word, a new worker replaces it, the task is lost, and ``run`` waits forever. So the variable is set here.
+    from the network unless TIKTOKEN_CACHE_DIR points at LlamaIndex's bundled copy (LlamaIndex sets it only
+    while it loads the tokenizer). Offline, the fetch raises an OSError while the worker unpickles its task;
+    CPython's pool worker takes that for a closed queue and exits without a word, a new worker replaces it,
+    the task is lost, and ``run`` waits forever. Importing posfair_llamaindex sets the variable when the user
+    has not, so the run here, with the variable unset, must finish.
     """
-    import llama_index.core
-
     script = tmp_path / "pipeline.py"
     script.write_text(PIPELINE)
     texts = sample_texts(6, seed=4, min_words=60, max_words=200)
-    cache = os.path.join(os.path.dirname(llama_index.core.__file__), "_static", "tiktoken_cache")
-    env = {**os.environ, "TIKTOKEN_CACHE_DIR": cache, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("TIKTOKEN_CACHE_DIR", None)
     argv = [sys.executable, str(script), tiny_model_dir("bert"), json.dumps(texts), str(tmp_path / "out.json")]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Removing unpickleable private attribute _encoder" not in done.stderr  # it pickled as settings
     runs = json.loads((tmp_path / "out.json").read_text())
@@ -110,3 +109,15 @@ def test_ingestion_pipeline_with_two_workers_gives_the_vectors_of_one(tiny_model
     assert sorted(two) == sorted(one) and len(one) > len(texts)
     for text, vector in one.items():
         np.testing.assert_allclose(two[text], vector, atol=1e-5, rtol=0)
+
+
+def test_the_tiktoken_cache_is_shared_with_workers_unless_the_user_chose_one(monkeypatch, tmp_path):
+    from posfair_llamaindex import embedding
+
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    embedding._share_llamaindex_tiktoken_cache()
+    bundled = os.environ["TIKTOKEN_CACHE_DIR"]
+    assert bundled.endswith(os.path.join("llama_index", "core", "_static", "tiktoken_cache")) and os.listdir(bundled)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    embedding._share_llamaindex_tiktoken_cache()
+    assert os.environ["TIKTOKEN_CACHE_DIR"] == str(tmp_path)

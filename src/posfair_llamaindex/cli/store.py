@@ -114,7 +114,7 @@ def run_ingest(args) -> int:
 
 # ----------------------------------------------------------------------------- --engine ray (issue 10)
 ENGINES = ("local", "ray")
-RAY_ONLY_OPTIONS = ("ray_address", "actors", "gpus_per_actor")
+RAY_ONLY_OPTIONS = ("ray_address", "actors", "gpus_per_actor", "cpus_per_actor", "writers", "upload_points")
 CLUSTER_OPTIONS = ("shard_number", "replication_factor", "write_consistency_factor")
 
 
@@ -137,6 +137,21 @@ def _engine_options(ingest) -> None:
         default=None,
         help="GPUs per embedding actor (1 when the cluster has GPUs, else 0)",
     )
+    engine.add_argument(
+        "--cpus-per-actor",
+        type=float,
+        default=None,
+        help="CPUs per embedding actor (1 with GPUs; without, what the cluster leaves, shared out)",
+    )
+    engine.add_argument(
+        "--writers", type=int, default=None, help="most Qdrant write tasks at once (1 when the actors run on CPU)"
+    )
+    engine.add_argument(
+        "--upload-points",
+        type=int,
+        default=None,
+        help=f"points per Qdrant upsert request ({ray_defaults.UPLOAD_POINTS})",
+    )
     cluster = ingest.add_argument_group("new collection on a Qdrant cluster (--qdrant-url)")
     cluster.add_argument("--shard-number", type=int, default=None, help="shards of the collection")
     cluster.add_argument("--replication-factor", type=int, default=None, help="copies of each shard")
@@ -150,6 +165,8 @@ def _check_engine_options(args) -> None:
         raise CliError(f"--{given[0].replace('_', '-')} is used by --engine ray only")
     if args.qdrant_url is None and any(getattr(args, name) is not None for name in CLUSTER_OPTIONS):
         raise CliError("--shard-number, --replication-factor and --write-consistency-factor need --qdrant-url")
+    if args.writers is not None and args.qdrant_url is None:
+        raise CliError("--writers is for a Qdrant server (--qdrant-url); the driver writes an embedded folder")
     if args.engine != "ray":
         return
     from posfair_llamaindex.distributed.requirements import RAY_MISSING, ray_available
@@ -162,6 +179,11 @@ def _check_engine_options(args) -> None:
         raise CliError(f"--actors must be at least 1, got {args.actors}")
     if args.gpus_per_actor is not None and args.gpus_per_actor < 0:
         raise CliError(f"--gpus-per-actor must be >= 0, got {args.gpus_per_actor}")
+    for name in ("writers", "upload_points"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise CliError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.cpus_per_actor is not None and args.cpus_per_actor <= 0:
+        raise CliError(f"--cpus-per-actor must be positive, got {args.cpus_per_actor}")
 
 
 def _collection_options(args) -> dict:
@@ -199,8 +221,11 @@ def _run_ray_ingest(args, client) -> int:
         address=args.ray_address,
         actors=args.actors or ray_defaults.ACTORS,
         gpus_per_actor=args.gpus_per_actor,
+        cpus_per_actor=args.cpus_per_actor,
         batch_size=args.batch_size,
         dtype=args.dtype,
+        writers=args.writers,
+        upload_points=args.upload_points or ray_defaults.UPLOAD_POINTS,
         show_progress=True,
     )
     report = ray_ingest(

@@ -9,7 +9,6 @@ in one process, and failures name the file.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,8 +31,6 @@ from posfair_llamaindex.ingest import (
     read_documents,
 )
 from posfair_llamaindex.qdrant.store import embedded_text_hash
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

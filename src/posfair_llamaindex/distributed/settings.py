@@ -115,7 +115,7 @@ class RayIngestSettings(BaseModel):
         "resources allow.",
     )
     writer_cpus: float = Field(default=0.25, gt=0, description="CPUs per Qdrant write task (server).")
-    upload_points: int = Field(default=256, ge=1, description="Points per Qdrant upsert request.")
+    upload_points: int = Field(default=defaults.UPLOAD_POINTS, ge=1, description="Points per Qdrant upsert request.")
     max_batch_retries: int = Field(
         default=3, ge=0, description="Runs of a batch that raised, after the first (Ray Data's max_map_retries)."
     )
