@@ -39,11 +39,12 @@ def random_case(rng: random.Random, pooling: str, padding: str, dtype=torch.floa
     return probs, mask, basket
 
 
-def reference(probs, mask, pooling, config):
+def reference(probs, mask, pooling, config, prefix=0):
+    """The float64 reference rows; ``prefix`` [DUMP] tokens follow the first token (which is then isolated)."""
     expected = torch.empty(probs.shape, dtype=torch.float64)
     for b in range(probs.shape[0]):
         valid = [int(p) for p in torch.nonzero(mask[b]).flatten()]
-        isolated, pool = isolated_positions(valid, pooling)
+        isolated, pool = isolated_positions(valid, pooling, ("first",) if prefix else None)
         for h in range(probs.shape[1]):
             expected[b, h] = naive_calibrated_row(
                 probs[b, h].float(),
@@ -54,6 +55,7 @@ def reference(probs, mask, pooling, config):
                 config.strength,
                 config.basket_size,
                 config.hard_weight,
+                kept=valid[1 : 1 + prefix],
             )
     return expected
 
@@ -180,27 +182,6 @@ def test_cls_hard_without_pooling_token_is_refused():
         calibrate_rows(torch.full((1, 1, 10), 0.1), layout_for(mask, "mean", 2), CalibrationConfig(variant="cls_hard"))
 
 
-def reference_with_prefix(probs, mask, pooling, config, prefix):
-    expected = torch.empty(probs.shape, dtype=torch.float64)
-    for b in range(probs.shape[0]):
-        valid = [int(p) for p in torch.nonzero(mask[b]).flatten()]
-        isolated, pool = isolated_positions(valid, pooling, ("first",))
-        kept = valid[1 : 1 + prefix]
-        for h in range(probs.shape[1]):
-            expected[b, h] = naive_calibrated_row(
-                probs[b, h].float(),
-                valid,
-                isolated,
-                pool,
-                config.variant,
-                config.strength,
-                config.basket_size,
-                config.hard_weight,
-                kept=kept,
-            )
-    return expected
-
-
 PREFIX_CASES = [
     (pooling, padding, variant, prefix)
     for pooling in POOLINGS
@@ -231,9 +212,7 @@ def test_dump_prefix_is_isolated_and_keeps_its_mass(pooling, padding, variant, p
             prefix_tokens=prefix,
         )
         got = calibrate_rows(probs, layout, config)
-        torch.testing.assert_close(
-            got.double(), reference_with_prefix(probs, mask, pooling, config, prefix), atol=1e-6, rtol=0
-        )
+        torch.testing.assert_close(got.double(), reference(probs, mask, pooling, config, prefix), atol=1e-6, rtol=0)
         dumps = layout.prefix[:, None, :].expand(-1, probs.shape[1], -1)
         if variant != "cls_hard":  # cls_hard may shrink a too-heavy sink; otherwise the mass stays
             torch.testing.assert_close(got.gather(-1, dumps), probs.gather(-1, dumps), atol=1e-7, rtol=0)

@@ -8,9 +8,9 @@ from their own modules.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from posfair_llamaindex.lazy import lazy_exports
 from posfair_llamaindex.version import __version__
 
 _WHERE = {
@@ -44,13 +44,4 @@ if TYPE_CHECKING:  # what static tools see; at run time the names load lazily be
     from posfair_llamaindex.sea import ChunkerConfig
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'posfair_llamaindex' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

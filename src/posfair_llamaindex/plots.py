@@ -120,24 +120,38 @@ def self_mass(plain: np.ndarray, calibrated: np.ndarray, calibrated_layers: Iter
     return figure
 
 
-def segment_profiles(profiles: Sequence[tuple]) -> Figure:
-    """Mean cosine between texts and their segments, one line per ``(label, [texts, segments] array)``."""
+def _mean_curves(curves: Sequence[tuple], xlabel: str, ylabel: str, title: str, delta: bool = False) -> Figure:
+    """One line per ``(label, [rows, points] array)``: the mean over rows with a ± standard-error band.
+
+    ``delta`` appends (peak − lowest) × 10³ of each mean curve to its label.
+    """
     figure = Figure(figsize=(6, 4))
     axis = figure.subplots()
     x = None
-    for label, profile in profiles:
-        x = np.arange(1, profile.shape[1] + 1)
-        mean = profile.mean(axis=0)
-        spread = profile.std(axis=0) / np.sqrt(len(profile))
-        axis.plot(x, mean, marker="o", label=label)
+    for label, values in curves:
+        x = np.arange(1, values.shape[1] + 1)
+        mean = values.mean(axis=0)
+        spread = values.std(axis=0) / np.sqrt(len(values))
+        name = f"{label} (Δ={(mean.max() - mean.min()) * 1000:.1f})" if delta else label
+        axis.plot(x, mean, marker="o", label=name)
         axis.fill_between(x, mean - spread, mean + spread, alpha=0.2)
     if x is not None:
         axis.set_xticks(x)
-    axis.set_xlabel("segment of the text (1 = start)")
-    axis.set_ylabel("cosine(text embedding, segment embedding)")
-    axis.set_title("Which part of a text its vector represents (flat = fair)")
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
+    axis.set_title(title)
     axis.legend(fontsize=8)
     return figure
+
+
+def segment_profiles(profiles: Sequence[tuple]) -> Figure:
+    """Mean cosine between texts and their segments, one line per ``(label, [texts, segments] array)``."""
+    return _mean_curves(
+        profiles,
+        "segment of the text (1 = start)",
+        "cosine(text embedding, segment embedding)",
+        "Which part of a text its vector represents (flat = fair)",
+    )
 
 
 def trade_off(rows: Sequence[dict], title: str = "") -> Figure:
@@ -185,23 +199,13 @@ def trade_off(rows: Sequence[dict], title: str = "") -> Figure:
 
 def evidence_moving(curves: Sequence[tuple]) -> Figure:
     """cos(query, document) as the evidence moves through the slots, one line per ``(label, [sets, slots])``."""
-    figure = Figure(figsize=(6, 4))
-    axis = figure.subplots()
-    x = None
-    for label, cosines in curves:
-        x = np.arange(1, cosines.shape[1] + 1)
-        mean = cosines.mean(axis=0)
-        spread = cosines.std(axis=0) / np.sqrt(len(cosines))
-        delta = (mean.max() - mean.min()) * 1000
-        axis.plot(x, mean, marker="o", label=f"{label} (Δ={delta:.1f})")
-        axis.fill_between(x, mean - spread, mean + spread, alpha=0.2)
-    if x is not None:
-        axis.set_xticks(x)
-    axis.set_xlabel("slot of the evidence (1 = start of the document)")
-    axis.set_ylabel("cosine(query, document)")
-    axis.set_title("Evidence moving through a fixed document (flat = fair)")
-    axis.legend(fontsize=8)
-    return figure
+    return _mean_curves(
+        curves,
+        "slot of the evidence (1 = start of the document)",
+        "cosine(query, document)",
+        "Evidence moving through a fixed document (flat = fair)",
+        delta=True,
+    )
 
 
 def dump_effect(result: dict) -> Figure:

@@ -43,16 +43,7 @@ def register(commands) -> None:
         "--word-budget", type=int, default=None, help="build ~N-word documents instead (long-context models)"
     )
     group.add_argument("--exact-offsets", action="store_true", help="keep only questions whose answer offset is exact")
-    group.add_argument(
-        "--split",
-        choices=("all", "heldout"),
-        default="all",
-        help="SQuAD articles to build from: all, or only those `posfair finetune` holds out (%(default)s)",
-    )
-    group.add_argument(
-        "--heldout-fraction", type=float, default=0.2, help="with --split heldout: as in finetune (%(default)s)"
-    )
-    group.add_argument("--split-seed", type=int, default=0, help="with --split heldout: as in finetune (%(default)s)")
+    split_options(group, default="all")
     group.add_argument(
         "--scifact-sample",
         type=int,
@@ -139,12 +130,24 @@ def register(commands) -> None:
         "--dump-effect", action="store_true", help="norms and stopword attention of [CLS], [DUMP] and stopwords"
     )
     probes.add_argument("--data", default=DEFAULT_DATA, help="the shared data folder, for --evidence-moving")
-    probes.add_argument("--split", choices=("all", "heldout"), default="heldout", help="SQuAD articles (%(default)s)")
-    probes.add_argument("--heldout-fraction", type=float, default=0.2, help="as in finetune (%(default)s)")
-    probes.add_argument("--split-seed", type=int, default=0, help="as in finetune (%(default)s)")
+    split_options(probes, default="heldout")
     probes.add_argument("--token-budget", type=int, default=450, help="tokens per moved document (%(default)s)")
     probes.add_argument("--seed", type=int, default=0, help="which questions (%(default)s)")
     diagnose.set_defaults(handler=run_diagnose)
+
+
+def split_options(group, default: str) -> None:
+    """--split, --heldout-fraction and --split-seed: the SQuAD articles to read, split as `posfair finetune` does."""
+    group.add_argument(
+        "--split",
+        choices=("all", "heldout"),
+        default=default,
+        help="SQuAD articles to build from: all, or only those `posfair finetune` holds out (%(default)s)",
+    )
+    group.add_argument(
+        "--heldout-fraction", type=float, default=0.2, help="with --split heldout: as in finetune (%(default)s)"
+    )
+    group.add_argument("--split-seed", type=int, default=0, help="with --split heldout: as in finetune (%(default)s)")
 
 
 def _model(args) -> str:

@@ -8,8 +8,9 @@ use; without Ray installed, using one raises an ImportError that names the extra
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from posfair_llamaindex.lazy import lazy_exports
 
 _WHERE = {
     "RAY_INSTALL_HINT": "posfair_llamaindex.distributed.requirements",
@@ -33,13 +34,4 @@ if TYPE_CHECKING:
     from posfair_llamaindex.distributed.sink import PosFairQdrantDatasink
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'posfair_llamaindex.distributed' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import gzip
 import json
 import random
@@ -88,16 +89,29 @@ def split_articles(articles: Sequence[T], heldout_fraction: float = 0.2, seed: i
 
 def heldout_article_indices(data_dir: Path, heldout_fraction: float = 0.2, seed: int = 0) -> frozenset:
     """Positions of the SQuAD articles that fine-tuning with the same fraction and seed never trains on."""
-    articles = _squad_articles(data_dir)
+    articles = squad_articles(data_dir)
     return frozenset(split_articles(list(range(len(articles))), heldout_fraction, seed)[1])
 
 
-def _squad_articles(data_dir: Path) -> list[dict]:
-    path = Path(data_dir) / "squad" / "squad-v1.1-train.json.gz"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: pass the shared data folder (--data)")
+SQUAD_TRAIN = Path("squad") / "squad-v1.1-train.json.gz"
+
+
+@functools.lru_cache(maxsize=1)
+def _squad_json(path: Path) -> tuple[dict, ...]:
     with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return json.load(handle)["data"]
+        return tuple(json.load(handle)["data"])
+
+
+def squad_articles(data_dir: Path) -> tuple[dict, ...]:
+    """SQuAD v1.1 train's articles in file order, as the JSON has them; read once per process.
+
+    The held-out split, SQuAD-LongPosQ, evidence moving and the training data all enumerate this one tuple,
+    so an article's index means the same thing to each of them. Callers must not modify the dicts.
+    """
+    path = (Path(data_dir) / SQUAD_TRAIN).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass the shared data folder (--data) that holds {SQUAD_TRAIN}")
+    return _squad_json(path)
 
 
 def _token_count(tokenizer, text: str) -> int:
@@ -171,7 +185,7 @@ def squad_longposq(
     budget = token_budget or word_budget
     documents: dict[str, str] = {}
     queries: list[Query] = []
-    for article_index, article in enumerate(_squad_articles(data_dir)):
+    for article_index, article in enumerate(squad_articles(data_dir)):
         if articles is not None and article_index not in articles:
             continue
         paragraphs = article["paragraphs"]
@@ -263,7 +277,7 @@ def squad_evidence_moving(
     fits = _budget_check(tokenizer, token_budget, None)
     rng = random.Random(seed)
     sets = []
-    for article_index, article in enumerate(_squad_articles(data_dir)):
+    for article_index, article in enumerate(squad_articles(data_dir)):
         if articles is not None and article_index not in articles:
             continue
         paragraphs = article["paragraphs"]

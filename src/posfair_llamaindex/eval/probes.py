@@ -22,7 +22,7 @@ import torch
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder
-from posfair_llamaindex.eval.data import SEPARATOR, _squad_articles
+from posfair_llamaindex.eval.data import SEPARATOR, squad_articles
 from posfair_llamaindex.prompts import dump_token_ids
 
 SLOTS = 10
@@ -58,7 +58,7 @@ def squad_moving_sets(
     fits one forward pass. ``articles`` restricts to those article positions (the held-out split).
     """
     rng = random.Random(seed)
-    data = _squad_articles(data_dir)
+    data = squad_articles(data_dir)
     candidates = []
     for index, article in enumerate(data):
         if articles is not None and index not in articles:

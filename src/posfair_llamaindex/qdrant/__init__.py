@@ -7,8 +7,9 @@ loading LlamaIndex or the embedding model's libraries.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from posfair_llamaindex.lazy import lazy_exports
 
 _WHERE = {
     "METADATA_KEY": "posfair_llamaindex.qdrant.collection",
@@ -58,13 +59,4 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'posfair_llamaindex.qdrant' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -17,7 +17,6 @@ first, so the evaluation can be built from held-out articles only.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import random
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from tqdm.auto import tqdm
 
-from posfair_llamaindex.eval.data import SEPARATOR, split_articles
+from posfair_llamaindex.eval.data import SEPARATOR, SQUAD_TRAIN, split_articles, squad_articles
 
 if TYPE_CHECKING:
     import datasets
@@ -40,7 +39,6 @@ logger = logging.getLogger(__name__)
 
 SLOTS = ("begin", "middle", "end")
 SETUPS = ("begin", "middle", "end", "uniform", "natural")
-SQUAD_TRAIN = Path("squad") / "squad-v1.1-train.json.gz"
 
 
 # ----------------------------------------------------------------------------- records
@@ -174,12 +172,7 @@ class _Candidate:
 # ----------------------------------------------------------------------------- SQuAD and the article split
 def load_squad_articles(data_dir: Path) -> list[SquadArticle]:
     """SQuAD v1.1 train from the shared data folder, in file order."""
-    path = Path(data_dir) / SQUAD_TRAIN
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: pass the shared data folder that holds {SQUAD_TRAIN}")
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        raw = json.load(handle)["data"]
-    return [_article(index, item) for index, item in enumerate(raw)]
+    return [_article(index, item) for index, item in enumerate(squad_articles(data_dir))]
 
 
 def _article(index: int, item: dict) -> SquadArticle:
