@@ -1,8 +1,10 @@
-"""Gather the fine-tuning experiment's reports into one markdown table (docs/RESULTS.md §10).
+"""Gather the fine-tuning experiment's reports into one markdown table (docs/RESULTS.md §11).
 
 Reads ``docs/results/finetune/<arm>/`` as ``scripts/finetune_experiment.sh eval`` writes it: the SQuAD-LongPosQ
 and SciFact reports of ``posfair eval`` and the ``evidence_moving.json`` of ``posfair diagnose``. Arms that
-have not run yet are listed as missing, never filled in.
+have not run yet are listed as missing, never filled in. A second table compares arms pairwise on the same
+held-out queries (``per-query-*.json``): the differences in HM, PSI and nDCG@10 with paired bootstrap
+intervals, for the pairs that answer the experiment's questions.
 
     python benchmarks/finetune_table.py [--results docs/results/finetune]
 """
@@ -12,6 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+import numpy as np
+
+from posfair_llamaindex.eval.metrics import paired_summary_difference
 
 ARMS = (
     ("base-mean", "base, mean pooling"),
@@ -65,6 +71,54 @@ def rows_for(folder: Path) -> list[str]:
     return rows
 
 
+# (question, arm A, configuration A, arm B, configuration B): A minus B on the same queries
+COMPARISONS = (
+    ("what CLS fine-tuning on begin data does", "cls-begin", "plain", "base-first", "plain"),
+    ("begin data vs uniform data", "cls-begin", "plain", "cls-uniform", "plain"),
+    ("end data vs uniform data", "cls-end", "plain", "cls-uniform", "plain"),
+    ("end data vs begin data", "cls-end", "plain", "cls-begin", "plain"),
+    ("calibration 0.85 on the uniform model", "cls-uniform", "custom", "cls-uniform", "plain"),
+    ("calibration default on the uniform model", "cls-uniform", "default", "cls-uniform", "plain"),
+    ("calibrated begin model (0.85) vs uniform training", "cls-begin", "custom", "cls-uniform", "plain"),
+    ("calibrated begin model (default) vs uniform training", "cls-begin", "default", "cls-uniform", "plain"),
+    ("[DUMP] x4 on begin data", "cls-begin-dump4", "plain", "cls-begin", "plain"),
+    ("[DUMP] x4 on uniform data", "cls-uniform-dump4", "plain", "cls-uniform", "plain"),
+    ("[DUMP] x4 on uniform data, both calibrated 0.85", "cls-uniform-dump4", "custom", "cls-uniform", "custom"),
+)
+
+
+def _per_query(folder: Path, prefix: str, config: str):
+    found = sorted(folder.glob(f"per-query-{prefix}-*.json"))
+    if not found:
+        return None
+    report = json.loads(found[0].read_text())
+    names = [name for name in report["ndcg_at_10"] if name == config or name.startswith(f"{config} ")]
+    if len(names) != 1:
+        return None
+    return report["queries"], {g: np.asarray(v) for g, v in report["ndcg_at_10"][names[0]].items()}
+
+
+def comparison_rows(root: Path) -> list[str]:
+    rows = []
+    for question, arm_a, config_a, arm_b, config_b in COMPARISONS:
+        cells = []
+        for prefix, keys in (("squad-longposq", ("hm", "psi", "aggregate")), ("scifact", ("aggregate",))):
+            a, b = _per_query(root / arm_a, prefix, config_a), _per_query(root / arm_b, prefix, config_b)
+            if a is None or b is None:
+                cells += ["missing"] * len(keys)
+                continue
+            if a[0] != b[0]:
+                raise ValueError(f"{arm_a} and {arm_b} were evaluated on different {prefix} queries")
+            groups = [g for g in a[1] if len(a[1][g])]
+            diff = paired_summary_difference(a[1], b[1], groups)
+            for key in keys:
+                scale, digits = (1, 3) if key == "psi" else (100, 2)
+                point, low, high = (v * scale for v in diff[key])
+                cells.append(f"{point:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]")
+        rows.append(f"| {question} | {arm_a} {config_a} − {arm_b} {config_b} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="docs/results/finetune")
@@ -81,6 +135,11 @@ def main() -> None:
             print(f"| {label} | not run | | | | | | | | | |")
         for row in rows:
             print(f"| {label} {row}")
+    print()
+    print("| question | A − B | Δ HM | Δ PSI | Δ SQuAD nDCG@10 | Δ SciFact nDCG@10 |")
+    print("|---|---|---|---|---|---|")
+    for row in comparison_rows(root):
+        print(row)
 
 
 if __name__ == "__main__":

@@ -49,13 +49,14 @@ def test_eval_command_on_generated_data(capsys, tmp_path, fake_data):
     assert "| custom (cls_soft, strength 0.85, basket 16, layers 0.5) | first |" in out
     for name in ("dual max 0.5", "dual rrf 0.5", "dual max 1", "dual rrf 1", "max(plain, 0.5, 1)"):
         assert f"| {name} | first |" in out, name
-    written = sorted(p.name for p in tmp_path.glob("*.json"))
+    written = sorted(p.name for p in tmp_path.glob("*.json") if not p.name.startswith("per-query-"))
     assert written == [
         "nq-oracle-positions-first.json",
         "scifact-first.json",
         "squad-evidence-moving-first.json",
         "squad-longposq-first.json",
     ]
+    assert sorted(p.name for p in tmp_path.glob("per-query-*.json")) == [f"per-query-{name}" for name in written]
     report = json.loads((tmp_path / "squad-longposq-first.json").read_text())
     assert report["queries"] == 18 and (tmp_path / "squad-longposq-first.png").stat().st_size > 5000
     dual = next(r for r in report["results"] if r["name"] == "dual rrf 1")

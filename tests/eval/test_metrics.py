@@ -75,3 +75,23 @@ def test_paired_difference():
     assert point == pytest.approx(0.0, abs=1e-12) and low < 0 < high
     with pytest.raises(ValueError, match="same queries"):
         paired_difference(base[:3], base)
+
+
+def test_paired_summary_difference():
+    from posfair_llamaindex.eval.metrics import paired_summary_difference
+
+    rng = np.random.default_rng(1)
+    groups = ("begin", "end")
+    theirs = {g: rng.uniform(0.2, 0.8, 40) for g in groups}
+    shifted = {"begin": theirs["begin"], "end": theirs["end"] + 0.1}  # better at the end only
+    diff = paired_summary_difference(shifted, theirs, groups, samples=300)
+    assert diff["group:begin"] == (0.0, 0.0, 0.0)  # the same per-query scores, resampled alike
+    assert diff["group:end"][0] == pytest.approx(0.1) and diff["group:end"][1] == pytest.approx(0.1)
+    expected = summarise(shifted, groups)["psi"] - summarise(theirs, groups)["psi"]
+    point, low, high = diff["psi"]
+    assert point == pytest.approx(expected) and low <= point <= high
+    noisy = {g: theirs[g] + rng.normal(0, 0.05, 40) for g in groups}
+    point, low, high = paired_summary_difference(noisy, theirs, groups, samples=300)["aggregate"]
+    assert low < point < high and low < 0.02 and high > -0.02
+    with pytest.raises(ValueError, match="group 'end'"):
+        paired_summary_difference({"begin": theirs["begin"], "end": theirs["end"][:5]}, theirs, groups)

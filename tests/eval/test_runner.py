@@ -70,7 +70,17 @@ def run_and_check_report(bench, tmp_path, calibration, bootstrap_samples):
         assert point == pytest.approx(result.summary["aggregate"][0] - plain.summary["aggregate"][0], abs=1e-6)
 
     paths = write_report(run, tmp_path / "out", "squad")
-    assert {p.name for p in (tmp_path / "out").iterdir()} == {"squad.md", "squad.json", "squad.png"}
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {
+        "squad.md",
+        "squad.json",
+        "per-query-squad.json",
+        "squad.png",
+    }
+    per_query = json.loads(paths["per_query"].read_text())
+    for result in run.results:  # every query's score, in the order the summaries were computed from
+        for group in bench.groups:
+            assert per_query["ndcg_at_10"][result.config.name][group] == pytest.approx(list(result.ndcg[group]))
+            assert len(per_query["queries"][group]) == len(result.ndcg[group])
     assert paths["markdown"].read_text() == to_markdown(run) + "\n"
     report = json.loads(paths["json"].read_text())
     assert [r["name"] for r in report["results"]] == ["plain", "default", "sea"]

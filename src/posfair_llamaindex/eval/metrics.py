@@ -94,3 +94,42 @@ def paired_difference(
     means = [delta[rng.integers(0, len(delta), len(delta))].mean() for _ in range(samples)]
     tail = (1.0 - level) / 2 * 100
     return float(delta.mean()), float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+
+
+def paired_summary_difference(
+    ours: Mapping[str, np.ndarray],
+    theirs: Mapping[str, np.ndarray],
+    groups: Sequence[str],
+    *,
+    samples: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, tuple[float, float, float]]:
+    """``summarise(ours) - summarise(theirs)`` (group means, HM, PSI, aggregate) over the same queries.
+
+    Both sides are resampled with the same query indices within each group, so two models or two
+    configurations evaluated on one benchmark are compared on HM and PSI as pairs, not as two intervals.
+    """
+    for g in groups:
+        if ours[g].shape != theirs[g].shape:
+            raise ValueError(
+                f"paired results need the same queries: group {g!r} has {ours[g].shape} vs {theirs[g].shape}"
+            )
+    point_ours, point_theirs = summarise(ours, groups), summarise(theirs, groups)
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {key: [] for key in point_ours}
+    for _ in range(samples):
+        picks = {g: rng.integers(0, len(ours[g]), len(ours[g])) for g in groups}
+        a = summarise({g: ours[g][picks[g]] for g in groups}, groups)
+        b = summarise({g: theirs[g][picks[g]] for g in groups}, groups)
+        for key in draws:
+            draws[key].append(a[key] - b[key])
+    tail = (1.0 - level) / 2 * 100
+    return {
+        key: (
+            point_ours[key] - point_theirs[key],
+            float(np.percentile(draws[key], tail)),
+            float(np.percentile(draws[key], 100 - tail)),
+        )
+        for key in point_ours
+    }

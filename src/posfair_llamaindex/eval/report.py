@@ -100,11 +100,30 @@ def to_json(run: EvalRun) -> dict[str, Any]:
     }
 
 
+def per_query_json(run: EvalRun) -> dict[str, Any]:
+    """Every query's nDCG@10 per configuration, in query order, so that two runs on the same queries (two
+    models, say) can be compared pairwise later (:func:`posfair_llamaindex.eval.metrics.paired_summary_difference`)."""
+    return {
+        "benchmark": run.benchmark.name,
+        "model": run.model,
+        "queries": {
+            g: [q.id for t in run.benchmark.tasks for q in t.queries if q.group == g] for g in run.benchmark.groups
+        },
+        "ndcg_at_10": {r.config.name: {g: [float(x) for x in v] for g, v in r.ndcg.items()} for r in run.results},
+    }
+
+
 def write_report(run: EvalRun, out_dir: Path, stem: str) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": out_dir / f"{stem}.md", "json": out_dir / f"{stem}.json", "png": out_dir / f"{stem}.png"}
+    paths = {
+        "markdown": out_dir / f"{stem}.md",
+        "json": out_dir / f"{stem}.json",
+        "per_query": out_dir / f"per-query-{stem}.json",
+        "png": out_dir / f"{stem}.png",
+    }
     paths["markdown"].write_text(to_markdown(run) + "\n")
     paths["json"].write_text(json.dumps(to_json(run), indent=2) + "\n")
+    paths["per_query"].write_text(json.dumps(per_query_json(run)) + "\n")
     plots.save_png(plots.group_bars(run, model_name=display_name(run.model)), paths["png"])
     return paths
