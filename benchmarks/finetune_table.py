@@ -74,6 +74,8 @@ def rows_for(folder: Path) -> list[str]:
 # (question, arm A, configuration A, arm B, configuration B): A minus B on the same queries
 COMPARISONS = (
     ("what CLS fine-tuning on begin data does", "cls-begin", "plain", "base-first", "plain"),
+    ("what CLS fine-tuning on uniform data does", "cls-uniform", "plain", "base-first", "plain"),
+    ("uniform training vs calibrating the base model (0.85)", "cls-uniform", "plain", "base-first", "custom"),
     ("begin data vs uniform data", "cls-begin", "plain", "cls-uniform", "plain"),
     ("end data vs uniform data", "cls-end", "plain", "cls-uniform", "plain"),
     ("end data vs begin data", "cls-end", "plain", "cls-begin", "plain"),
@@ -119,9 +121,41 @@ def comparison_rows(root: Path) -> list[str]:
     return rows
 
 
+def arms_chart(root: Path, path: Path) -> None:
+    """Every arm and configuration as one point: SciFact nDCG@10 (x) against held-out SQuAD PSI (y), labelled HM."""
+    from matplotlib.figure import Figure
+
+    from posfair_llamaindex.plots import save_png
+
+    figure = Figure(figsize=(8, 5.5))
+    axis = figure.subplots()
+    markers = {"plain": "o", "default": "s", "custom": "^"}
+    for index, (arm, label) in enumerate(ARMS):
+        squad, scifact = _report(root / arm, "squad-longposq"), _report(root / arm, "scifact")
+        if squad is None or scifact is None:
+            continue
+        general = {r["name"]: r for r in scifact["results"]}
+        for result in squad["results"]:
+            kind = result["name"].split(" ")[0]
+            x = general[result["name"]]["ndcg_at_10"]["aggregate"][0]
+            y = result["ndcg_at_10"]["psi"][0]
+            axis.scatter(
+                x, y, marker=markers.get(kind, "x"), color=f"C{index}", label=label if kind == "plain" else None
+            )
+            axis.annotate(
+                f"{result['ndcg_at_10']['hm'][0]:.1f}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7
+            )
+    axis.set_xlabel("SciFact nDCG@10 (subset; right is better)")
+    axis.set_ylabel("PSI on held-out SQuAD-LongPosQ (lower is fairer)")
+    axis.set_title("Fine-tuning arms: o plain, s default calibration, ^ strength 0.85 (labels: HM)", fontsize=9)
+    axis.legend(fontsize=7)
+    save_png(figure, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="docs/results/finetune")
+    parser.add_argument("--plot", default=None, help="also draw every arm as a PNG (SciFact against PSI)")
     args = parser.parse_args()
     root = Path(args.results)
     print(
@@ -140,6 +174,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for row in comparison_rows(root):
         print(row)
+    if args.plot:
+        arms_chart(root, Path(args.plot))
 
 
 if __name__ == "__main__":
