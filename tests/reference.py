@@ -6,6 +6,8 @@ baskets, and the naive attention function materialises the whole eager attention
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 
 import torch
@@ -89,25 +91,73 @@ def naive_attention(module, query, key, value, attention_mask, scaling=None, dro
         scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
     probs = torch.softmax(scores, dim=-1)
     if plan is not None and module.layer_idx in plan["layers"]:
-        probs = probs.clone()
-        for b in range(n):
-            valid = [int(p) for p in torch.nonzero(plan["valid"][b]).flatten()]
-            isolated, pool = isolated_positions(valid, plan["pooling"], plan.get("isolated_tokens"))
-            query_rows = [pool] if pool is not None else range(q_len)
-            for h in range(heads):
-                for qi in query_rows:
-                    probs[b, h, qi] = naive_calibrated_row(
-                        probs[b, h, qi],
-                        valid,
-                        isolated,
-                        pool,
-                        plan["variant"],
-                        plan["strength"],
-                        plan["basket_size"],
-                        plan.get("hard_weight", 0.3),
-                    )
+        probs = naive_calibrated_matrix(probs, plan)
     out = (probs @ value.double()).to(value.dtype)
     return out.transpose(1, 2).contiguous(), probs
+
+
+def naive_calibrated_matrix(probs, plan):
+    """A whole ``[N, H, L, K]`` probability matrix with the plan's rows calibrated one at a time."""
+    probs = probs.clone()
+    n, heads, q_len, _ = probs.shape
+    for b in range(n):
+        valid = [int(p) for p in torch.nonzero(plan["valid"][b]).flatten()]
+        isolated, pool = isolated_positions(valid, plan["pooling"], plan.get("isolated_tokens"))
+        query_rows = [pool] if pool is not None else range(q_len)
+        for h in range(heads):
+            for qi in query_rows:
+                probs[b, h, qi] = naive_calibrated_row(
+                    probs[b, h, qi],
+                    valid,
+                    isolated,
+                    pool,
+                    plan["variant"],
+                    plan["strength"],
+                    plan["basket_size"],
+                    plan.get("hard_weight", 0.3),
+                )
+    return probs
+
+
+@contextlib.contextmanager
+def naive_torch_attention(plan):
+    """Swap ``F.softmax``, ``torch.softmax`` and ``F.scaled_dot_product_attention`` for float64 eager versions
+    that calibrate.
+
+    For models that compute attention in their own code. The i-th attention call of a forward (a softmax
+    over the keys of a 4-D tensor, or an SDPA call) is taken to be layer i's. Plain monkeypatching, not
+    the package's TorchFunctionMode, so the two share nothing.
+    """
+    functional = torch.nn.functional
+    real_softmax, real_torch_softmax = functional.softmax, torch.softmax
+    real_sdpa = functional.scaled_dot_product_attention
+    calls = itertools.count()
+
+    def calibrated(probs):
+        return naive_calibrated_matrix(probs, plan) if next(calls) in plan["layers"] else probs
+
+    def softmax(input, dim=None, _stacklevel=3, dtype=None):
+        if input.dim() != 4 or dim not in (-1, 3):
+            return real_softmax(input, dim=dim, dtype=dtype)
+        return calibrated(real_torch_softmax(input.double(), dim=-1)).to(dtype or input.dtype)
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        scores = (query.double() @ key.double().transpose(-1, -2)) * (scale or 1.0 / math.sqrt(query.shape[-1]))
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, torch.finfo(scores.dtype).min)
+        elif attn_mask is not None:
+            scores = scores + attn_mask.double()
+        elif is_causal:
+            causal = torch.ones(query.shape[2], key.shape[2], dtype=torch.bool).tril()
+            scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)
+        return (calibrated(real_torch_softmax(scores, dim=-1)) @ value.double()).to(query.dtype)
+
+    functional.softmax, torch.softmax, functional.scaled_dot_product_attention = softmax, softmax, sdpa
+    try:
+        yield
+    finally:
+        functional.softmax, torch.softmax = real_softmax, real_torch_softmax
+        functional.scaled_dot_product_attention = real_sdpa
 
 
 AttentionInterface.register(NAIVE_ATTENTION, naive_attention)

@@ -148,3 +148,37 @@ def test_public_api_is_what_all_lists():
     assert "tagged_vector_store" in posfair_llamaindex.__all__
     from posfair_llamaindex.attention import CalibrationPlan, posfair_attention  # noqa: F401
     from posfair_llamaindex.calibration import RowLayout, calibrate_rows  # noqa: F401
+
+
+def reachable_from(graph: dict, module: str) -> set:
+    found, todo = set(), [module]
+    while todo:
+        for nxt in graph[todo.pop()] - found - {PACKAGE}:
+            found.add(nxt)
+            todo.append(nxt)
+    return found
+
+
+def test_the_two_doors_into_attention_sit_side_by_side():
+    """The registered function and the interception share calibration.py's row math; neither knows the other,
+    loading, layer discovery or the encoder. Loading picks a door; the encoder only sees what loading chose."""
+    graph = import_graph()
+    attention, interception = f"{PACKAGE}.attention", f"{PACKAGE}.interception"
+    above = {f"{PACKAGE}.{m}" for m in ("loading", "layers", "encoder", "embedding", "interception")}
+    assert reachable_from(graph, attention).isdisjoint(above)
+    assert reachable_from(graph, interception).isdisjoint(above - {interception})
+    assert f"{PACKAGE}.calibration" in graph[attention] and f"{PACKAGE}.calibration" in graph[interception]
+    assert {interception, f"{PACKAGE}.layers", attention} <= graph[f"{PACKAGE}.loading"]
+    assert f"{PACKAGE}.loading" in graph[f"{PACKAGE}.encoder"]
+    assert interception not in graph[f"{PACKAGE}.encoder"]
+
+
+def test_no_model_module_path_is_named():
+    """Layer stacks and attention calls are found by structure; no family's module path is written down."""
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        text = path.read_text()
+        for needle in ("transformers.models.", ".encoder.layer", ".layers[", "self_attn", ".attention.self"):
+            if needle in text:
+                offenders.append((module_name(path), needle))
+    assert offenders == []

@@ -13,7 +13,7 @@ from transformers import AutoModel, AutoTokenizer, MPNetConfig
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder, UnsupportedModelError, check_texts
-from tests.utils import minilm_path, sample_texts
+from tests.utils import minilm_path, sample_texts, save_standin_model
 
 
 @pytest.fixture(scope="module")
@@ -155,13 +155,18 @@ def test_half_precision_encodes_finite_vectors(tiny_model_dir):
 
 
 def test_unsupported_model_is_refused_at_construction(tmp_path):
+    # MPNet computes attention in its own code: the interception door takes it (tests/test_interception.py)
     config = MPNetConfig(
         vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
     )
-    AutoModel.from_config(copy.deepcopy(config)).save_pretrained(tmp_path)
-    AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(tmp_path)
-    with pytest.raises(UnsupportedModelError, match="Supported: BERT"):
-        PosFairEncoder(str(tmp_path))
+    AutoModel.from_config(copy.deepcopy(config)).save_pretrained(tmp_path / "mpnet")
+    AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(tmp_path / "mpnet")
+    assert PosFairEncoder(str(tmp_path / "mpnet"), pooling="mean").attention_door == "interception"
+    # two attention softmaxes per layer reach neither door
+    (tmp_path / "twice").mkdir()
+    folder = save_standin_model(tmp_path / "twice", attention="softmax", extra_softmax=True)
+    with pytest.raises(UnsupportedModelError, match="Supported: models whose attention goes through"):
+        PosFairEncoder(folder, trust_remote_code=True)
 
 
 @pytest.mark.parametrize(

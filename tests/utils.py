@@ -110,3 +110,70 @@ def sample_texts(count: int, seed: int = 0, min_words: int = 5, max_words: int =
     words = vocabulary.split()
     rng = random.Random(seed)
     return [" ".join(rng.choice(words) for _ in range(rng.randint(min_words, max_words))) for _ in range(count)]
+
+
+STANDIN_MODELING = Path(__file__).resolve().parent / "standin" / "modeling_standin.py"
+
+# remote-code stand-ins: each folder holds config.json with auto_map and the modeling file beside it
+STANDIN_SWITCHES = {
+    "sdpa": dict(attention="sdpa", rotary=True),  # nomic-bert: F.scaled_dot_product_attention, additive mask
+    # NewModel / jina: eager, bias, rotary; torch.softmax as jina-v3 calls it
+    "softmax": dict(attention="softmax", rotary=True, alibi=True, softmax="torch"),
+    "unpad": dict(attention="softmax", rotary=True, unpad_inputs=True),  # NewModel's unpad_inputs switch
+}
+
+
+def standin_module():
+    """The stand-in's modeling module, imported from the tests' own file (not through transformers)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("posfair_standin_modeling", STANDIN_MODELING)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def save_standin_model(folder: Path, pooling: str = "first", seed: int = 0, **switches) -> str:
+    """A random remote-code model folder loadable only with ``trust_remote_code=True`` (no hub involved)."""
+    import shutil
+
+    modeling = standin_module()
+    torch.manual_seed(seed)
+    model = modeling.StandInModel(modeling.StandInConfig(**switches))
+    model.save_pretrained(folder)
+    shutil.copy(STANDIN_MODELING, folder / "modeling_standin.py")
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {
+        "AutoConfig": "modeling_standin.StandInConfig",
+        "AutoModel": "modeling_standin.StandInModel",
+    }
+    config["architectures"] = ["StandInModel"]
+    (folder / "config.json").write_text(json.dumps(config))
+    AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(folder)
+    write_st_pooling(folder, pooling)
+    return str(folder)
+
+
+def eager_standin(folder: str, **overrides):
+    """The stand-in built by its own constructor with the folder's weights: every buffer as its author meant."""
+    from safetensors.torch import load_file
+
+    modeling = standin_module()
+    config = json.loads((Path(folder) / "config.json").read_text())
+    keep = {k: v for k, v in config.items() if k not in ("auto_map", "architectures", "transformers_version")}
+    keep.update(overrides)
+    model = modeling.StandInModel(modeling.StandInConfig(**keep))
+    model.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+    return model.eval()
+
+
+def save_tiny_mpnet(folder: Path, pooling: str = "mean", seed: int = 0, **sizes) -> str:
+    """A random MPNet (attention computed in its own code) with the MiniLM tokenizer."""
+    from transformers import MPNetConfig
+
+    shape = {**_COMMON, "max_position_embeddings": 514, **sizes}
+    torch.manual_seed(seed)
+    AutoModel.from_config(MPNetConfig(**shape)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(folder)
+    write_st_pooling(folder, pooling)
+    return str(folder)

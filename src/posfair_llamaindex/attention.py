@@ -3,7 +3,7 @@
 Every row goes through transformers' own SDPA. In a calibrated layer only the pooling token's row is
 recomputed (``q_s K^T``, softmax under the same mask, calibrate, ``@ V``) and written over SDPA's output,
 so no ``K x K`` attention matrix ever exists. Mean-pooled models have no pooling token: there every query
-row is recomputed, a tile of rows at a time, so memory stays bounded.
+row is calibrated from attention over each basket alone (``basket_attention``), at about the cost of SDPA.
 
 The plan travels as a forward keyword argument (``model(..., posfair_plan=plan)``), which transformers
 hands to the attention function of every layer. No global or thread-local state is involved, so two
@@ -22,6 +22,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from posfair_llamaindex.basket_attention import calibrated_all_rows
 from posfair_llamaindex.calibration import RowLayout, calibrate_rows
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.options import POOLINGS
@@ -43,7 +44,6 @@ class CalibrationPlan:
     layout: RowLayout
     pooling: str  # "first" | "last" | "mean"
     pool_positions: Optional[Tensor] = None  # [N] long, the pooling token of each sequence (not for mean)
-    tile_elements: int = 1 << 23  # score elements per query tile when every row is calibrated
     recorder: Optional[RowRecorder] = field(default=None, compare=False)
     # dual encoding: the batch of ``dual_batch`` sequences is doubled at layer ``branch_layer``; from there
     # on its first half is the plain branch and its second half the calibrated one (the layout and the
@@ -149,18 +149,11 @@ def _pooling_row_calibrated(module, query, key, value, attention_mask, scaling, 
 
 
 def _all_rows_calibrated(module, query, key, value, attention_mask, scaling, dropout, plan, kwargs):
-    n, heads, q_len, _ = query.shape
-    k_len = key.shape[2]
-    tile = max(1, min(q_len, plan.tile_elements // max(1, n * heads * k_len)))
-    out = torch.empty(n, q_len, heads, value.shape[-1], dtype=value.dtype, device=value.device)
-    for start in range(0, q_len, tile):
-        stop = min(q_len, start + tile)
-        mask_tile = None if attention_mask is None else attention_mask[:, :, start:stop, :]
-        query_positions = torch.arange(start, stop, device=query.device)[None, :]
-        probs = _masked_probs(module, query[:, :, start:stop], key, mask_tile, query_positions, q_len, scaling, kwargs)
-        rows = probs.reshape(n, heads * (stop - start), k_len)
-        used = calibrate_rows(rows, plan.layout, plan.config).view(n, heads, stop - start, k_len)
-        out[:, start:stop] = _weighted_values(used, value).transpose(1, 2).to(out.dtype)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    is_causal = kwargs.get("is_causal")
+    is_causal = getattr(module, "is_causal", False) if is_causal is None else is_causal
+    causal = bool(is_causal) and attention_mask is None and query.shape[2] > 1
+    out = calibrated_all_rows(query, key, value, attention_mask, scale, causal, plan.layout, plan.config)
     if not plan.layout.all_calibrated:
         # short documents stay bit-for-bit plain, whatever else shares their batch
         plain, _ = sdpa_attention_forward(
@@ -211,3 +204,48 @@ def register() -> str:
 
 
 register()
+
+
+# ---------------------------------------------------------------------------- torch-level entry point
+# The interception door (interception.py) sees a model's own ``F.scaled_dot_product_attention`` call, with
+# no transformers attention module around it. These run the calibrated path above on that call's tensors.
+
+
+@dataclass(frozen=True)
+class _TorchCall:
+    """Stands in for a transformers attention module: what the calibrated path reads from one."""
+
+    layer_idx: int
+    is_causal: bool
+    num_key_value_groups: int = 1
+
+
+def calibrated_sdpa(
+    out: Tensor,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Optional[Tensor],
+    scale: Optional[float],
+    is_causal: bool,
+    plan: CalibrationPlan,
+    layer: int,
+) -> Tensor:
+    """``out`` (torch SDPA's ``[N, H, L, D]`` output for one half's ``query``/``key``/``value``) with the
+    pooling row(s) recomputed as :func:`posfair_attention` recomputes them; the recorder sees every layer."""
+    module = _TorchCall(layer, bool(is_causal), max(1, query.shape[1] // key.shape[1]))
+    mask = attn_mask
+    if mask is not None:
+        while mask.dim() < 4:
+            mask = mask[None]
+        mask = mask.expand(query.shape[0], mask.shape[1], query.shape[2], key.shape[2])
+    kwargs = {"is_causal": bool(is_causal)}
+    calibrate_here = not plan.config.is_plain and layer in plan.layers and plan.layout.any_calibrated
+    if not calibrate_here and plan.recorder is None:
+        return out
+    if calibrate_here and plan.pooling == "mean":
+        return _all_rows_calibrated(module, query, key, value, mask, scale, 0.0, plan, kwargs).transpose(1, 2)
+    rows = out.transpose(1, 2)  # [N, L, H, D], the layout the calibrated path writes into
+    return _pooling_row_calibrated(
+        module, query, key, value, mask, scale, plan, calibrate_here, kwargs, rows
+    ).transpose(1, 2)

@@ -175,49 +175,76 @@ def calibrate_rows(probs: Tensor, layout: RowLayout, config: CalibrationConfig) 
 
 
 def _targets(rows: Tensor, layout: RowLayout, config: CalibrationConfig, live_count: Tensor, content_mass: Tensor):
-    """Each live basket's calibrated total, and (position, calibrated mass) for every isolated token.
+    """Each live basket's calibrated total, and (position, calibrated mass) for every isolated token."""
+    prefix = None if layout.prefix is None else [_mass_at(rows, p) for p in layout.prefix.unbind(dim=1)]
+    masses = IsolatedMasses(_mass_at(rows, layout.first), _mass_at(rows, layout.last), prefix)
+    target, first, last, kept = isolated_targets(masses, layout, config, live_count, content_mass)
+    isolated = [] if layout.prefix is None else list(zip(layout.prefix.unbind(dim=1), kept, strict=True))
+    isolated += [
+        (position, mass) for position, mass in ((layout.first, first), (layout.last, last)) if mass is not None
+    ]
+    return target, isolated
 
-    Prefix ([DUMP]) tokens keep their own mass under every variant; the variant's rule shares out the rest.
+
+@dataclass(frozen=True)
+class IsolatedMasses:
+    """The plain attention mass of each isolated token of some rows (any shape ending in a size-1 axis)."""
+
+    first: Optional[Tensor]
+    last: Optional[Tensor]
+    prefix: Optional[list] = None  # one tensor per [DUMP] position, in order
+
+
+def isolated_targets(
+    masses: IsolatedMasses, layout: RowLayout, config: CalibrationConfig, live_count: Tensor, content_mass: Tensor
+) -> tuple:
+    """``(basket_target, first, last, prefix)``: every live basket's calibrated total and each isolated token's
+    calibrated mass (``None`` where that token is not isolated), from the masses alone (DESIGN.md §1.2, §1.8).
+
+    Every variant gives all live baskets of a row the same total, which is what lets the all-rows path work
+    from per-basket attention outputs. Prefix ([DUMP]) tokens keep their own mass under every variant; the
+    variant's rule shares out the rest.
     """
-    first_mass = _mass_at(rows, layout.first)
-    last_mass = _mass_at(rows, layout.last)
-    edges = [(layout.first, first_mass), (layout.last, last_mass)]
-    prefix = [] if layout.prefix is None else [(p, _mass_at(rows, p)) for p in layout.prefix.unbind(dim=1)]
-    isolated = list(prefix)
+    first_mass, last_mass = masses.first, masses.last
+    prefix = list(masses.prefix or [])
+    dtype = content_mass.dtype
     if config.variant == "uniform":
         units = live_count.clone()
-        for _, mass in edges:
+        for mass in (first_mass, last_mass):
             if mass is not None:
-                units = units + (mass > 0).to(rows.dtype)
+                units = units + (mass > 0).to(dtype)
         share = 1.0 / units.clamp(min=1.0)
         if prefix:
-            share = share * (1.0 - sum(mass for _, mass in prefix)).clamp(min=0.0)
-        for position, mass in edges:
-            if mass is not None:
-                isolated.append((position, torch.where(mass > 0, share, torch.zeros_like(share))))
-        return share, isolated
+            share = share * (1.0 - sum(prefix)).clamp(min=0.0)
+
+        def edge(mass):
+            return None if mass is None else torch.where(mass > 0, share, torch.zeros_like(share))
+
+        return share, edge(first_mass), edge(last_mass), prefix
     if config.variant == "cls_soft":
         # isolated tokens keep their own mass (written back: a last token may sit inside a basket's span);
         # the content keeps its total, shared equally by the live baskets
-        isolated += [(position, mass) for position, mass in edges if mass is not None]
-        return content_mass / live_count.clamp(min=1.0), isolated
+        return content_mass / live_count.clamp(min=1.0), first_mass, last_mass, prefix
     weight = config.hard_weight
     pool_is_first = layout.pooling_token == "first"
-    pool_position, pool_mass = edges[0] if pool_is_first else edges[1]
-    other_position, other_mass = edges[1] if pool_is_first else edges[0]
+    pool_mass, other_mass = (first_mass, last_mass) if pool_is_first else (last_mass, first_mass)
     remainder = content_mass + pool_mass - weight  # == 1 - w - the other isolated tokens' mass
-    others = prefix + ([(other_position, other_mass)] if other_mass is not None else [])
+    others = prefix + ([other_mass] if other_mass is not None else [])
     if others:
         # attention sinks heavier than 1 - w together leave nothing for the content: shrink them to fit,
         # each by its share of their total
         shrink = torch.where(remainder < 0, remainder, torch.zeros_like(remainder))
         if prefix:
-            total = sum(mass for _, mass in others).clamp(min=torch.finfo(rows.dtype).tiny)
-            isolated = [(position, mass + shrink * mass / total) for position, mass in others]
+            total = sum(others).clamp(min=torch.finfo(dtype).tiny)
+            others = [mass + shrink * mass / total for mass in others]
         else:  # one sink: it takes the whole shrink (the same numbers as the share above, without a division)
-            isolated = [(position, mass + shrink) for position, mass in others]
-    isolated.append((pool_position, torch.full_like(pool_mass, weight)))
-    return remainder.clamp(min=0.0) / live_count.clamp(min=1.0), isolated
+            others = [mass + shrink for mass in others]
+        if other_mass is not None:
+            other_mass = others[-1]
+        prefix = others[: len(prefix)]
+    pinned = torch.full_like(pool_mass, weight)
+    first, last = (pinned, other_mass) if pool_is_first else (other_mass, pinned)
+    return remainder.clamp(min=0.0) / live_count.clamp(min=1.0), first, last, prefix
 
 
 def _mass_at(rows: Tensor, position: Optional[Tensor]) -> Optional[Tensor]:

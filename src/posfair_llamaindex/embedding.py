@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
@@ -15,7 +17,7 @@ from llama_index.core.callbacks import CallbackManager
 from pydantic import Field, PrivateAttr
 
 from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.encoder import PosFairEncoder, check_texts
+from posfair_llamaindex.encoder import PosFairEncoder, TokenizedTexts, check_texts
 from posfair_llamaindex.options import DType, Fusion, Mode, Pooling
 from posfair_llamaindex.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
@@ -53,7 +55,7 @@ DUAL_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 class PosFairEmbedding(BaseEmbedding):
-    """Position-fair document embeddings with plain queries, on any AttentionInterface model.
+    """Position-fair document embeddings with plain queries, on any model either door reaches (DESIGN.md §2.4).
 
     Args:
         model_name: hub id or local folder of a transformers (optionally sentence-transformers) model.
@@ -74,6 +76,8 @@ class PosFairEmbedding(BaseEmbedding):
             sentence-transformers prompts ("query", "document" or "passage") when None.
         embed_batch_size: texts per forward pass.
         device / dtype: where and in which precision the model runs (``"float32"``, ``"float16"``, ``"bfloat16"``).
+        trust_remote_code: run the model's own code from its folder (``config.json``'s ``auto_map``); off by
+            default, since that code executes with your permissions.
     """
 
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig, description="Calibration settings.")
@@ -268,13 +272,15 @@ class PosFairEmbedding(BaseEmbedding):
                 checked, prompt=prompt, batch_size=self.embed_batch_size, normalize=self.normalize
             ).tolist()
         calibration = self.calibration if self.mode in ("calibrated", "dual") else None
+        texts = check_texts(texts)
         vectors = self._encoder.encode(
-            check_texts(texts),
+            texts,
             calibration,
             batch_size=self.embed_batch_size,
             normalize=self.normalize,
             dual=self.is_dual,
             prompt=prompt,
+            tokenized=_BATCH_TOKENS.get(_NO_TOKENS).lookup(self, texts, prompt),
         )
         return vectors.tolist()
 
@@ -302,25 +308,39 @@ class PosFairEmbedding(BaseEmbedding):
         return await asyncio.to_thread(self._get_text_embeddings, texts)
 
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
-        """LlamaIndex batching, over texts sorted by length so that batches carry little padding."""
-        order = self._length_order(texts)
-        vectors = super().get_text_embedding_batch([texts[i] for i in order], show_progress=show_progress, **kwargs)
+        """LlamaIndex batching, over texts sorted by length so that batches carry little padding.
+
+        The texts are tokenized once here; the batches LlamaIndex hands back reuse those tokens.
+        """
+        order, tokens = self._length_order(texts)
+        context = _BATCH_TOKENS.set(tokens)
+        try:
+            vectors = super().get_text_embedding_batch([texts[i] for i in order], show_progress=show_progress, **kwargs)
+        finally:
+            _BATCH_TOKENS.reset(context)
         return _unsort(vectors, order)
 
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
-        order = self._length_order(texts)
-        vectors = await super().aget_text_embedding_batch(
-            [texts[i] for i in order], show_progress=show_progress, **kwargs
-        )
+        order, tokens = self._length_order(texts)
+        context = _BATCH_TOKENS.set(tokens)  # the worker threads of each batch see it too (copied context)
+        try:
+            vectors = await super().aget_text_embedding_batch(
+                [texts[i] for i in order], show_progress=show_progress, **kwargs
+            )
+        finally:
+            _BATCH_TOKENS.reset(context)
         return _unsort(vectors, order)
 
-    def _length_order(self, texts: list[str]) -> list[int]:
+    def _length_order(self, texts: list[str]) -> tuple[list[int], _BatchTokens]:
         # checked up front: a bad text anywhere fails the call before any batch is embedded
-        prefix = self.text_instruction or ""
-        lengths = self._encoder.token_lengths([prefix + text for text in check_texts(texts)])
-        return sorted(range(len(texts)), key=lambda i: -lengths[i])
+        prompt = self.text_instruction or ""
+        tokenized = self._encoder.tokenize_texts(check_texts(texts), prompt)
+        order = sorted(range(len(texts)), key=lambda i: -tokenized.lengths[i])
+        if self._sea is not None:  # SEA tokenizes its chunks, not the documents
+            return order, _NO_TOKENS
+        return order, _BatchTokens(self, prompt, tokenized, {text: i for i, text in enumerate(texts)})
 
     # ------------------------------------------------------------------ pickling: begin (issue 10, distributed/)
     # A PosFairEmbedding crosses process boundaries (LlamaIndex's IngestionPipeline(num_workers=...), Ray
@@ -405,6 +425,27 @@ class PosFairEmbedding(BaseEmbedding):
         private["_encoder"], private["_sea"], private["_unpickled"] = loaded._encoder, loaded._sea, None
 
     # ------------------------------------------------------------------ pickling: end
+
+
+@dataclass(frozen=True)
+class _BatchTokens:
+    """The tokens of one ``get_text_embedding_batch`` call, for the batches LlamaIndex cuts from it."""
+
+    owner: Optional[PosFairEmbedding]
+    prompt: str
+    tokenized: Optional[TokenizedTexts]
+    index: dict
+
+    def lookup(self, embedding: PosFairEmbedding, texts: list[str], prompt: str) -> Optional[TokenizedTexts]:
+        """These texts' tokens when this call holds all of them (for this embedding and prompt), else None."""
+        if self.owner is not embedding or self.prompt != prompt or not all(text in self.index for text in texts):
+            return None
+        return self.tokenized.select([self.index[text] for text in texts])
+
+
+_NO_TOKENS = _BatchTokens(None, "", None, {})
+# set for the length of a get_text_embedding_batch call; a context variable, so threads and tasks stay apart
+_BATCH_TOKENS: ContextVar[_BatchTokens] = ContextVar("posfair_batch_tokens", default=_NO_TOKENS)
 
 
 def settings_from_tag(tag: dict[str, Any]) -> dict[str, Any]:

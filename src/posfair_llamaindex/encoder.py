@@ -1,26 +1,26 @@
-"""Loading a transformers model once and encoding texts with it, plain or calibrated.
+"""Encoding texts with a loaded model, plain or calibrated.
 
-One model object serves both paths: without a plan the registered attention function is plain SDPA,
-so queries cost exactly what they cost without this package.
+One model object serves both paths: without a plan either door into attention (loading.py) leaves the
+model's own computation alone, so queries cost exactly what they cost without this package.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Optional, Union
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoTokenizer
 
-from posfair_llamaindex.attention import ATTENTION_NAME, PLAN_KWARG, PROBE_KWARG, CalibrationPlan, RowRecorder
+from posfair_llamaindex.attention import PLAN_KWARG, CalibrationPlan, RowRecorder
 from posfair_llamaindex.calibration import RowLayout
 from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.loading import SUPPORTED_FAMILIES, UnsupportedModelError, load_model, load_tokenizer
 from posfair_llamaindex.model_files import (
     check_model_exists,
     read_sentence_transformer_files,
@@ -33,15 +33,21 @@ from posfair_llamaindex.prompts import NO_PROMPT, PromptSpan, prompt_span
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_FAMILIES = (
-    "BERT, RoBERTa/XLM-RoBERTa (bge-m3, granite), ModernBERT, Qwen3, Gemma3 and other models whose attention "
-    "goes through transformers' AttentionInterface"
-)
+__all__ = ["SUPPORTED_FAMILIES", "PosFairEncoder", "TokenizedTexts", "UnsupportedModelError", "check_texts"]
+
 _DTYPES = {name: getattr(torch, name) for name in DTYPES}
 
 
-class UnsupportedModelError(ValueError):
-    """The model computes attention itself, so its attention cannot be calibrated through the interface."""
+@dataclass(frozen=True)
+class TokenizedTexts:
+    """Model inputs of some texts (truncated to the encoder's limit) and their lengths before truncation."""
+
+    inputs: list  # one dict of token lists per text: input_ids, attention_mask, token_type_ids, ...
+    lengths: list
+    prompt: str = ""
+
+    def select(self, indices: Sequence[int]) -> TokenizedTexts:
+        return TokenizedTexts([self.inputs[i] for i in indices], [self.lengths[i] for i in indices], self.prompt)
 
 
 def check_texts(texts: Sequence[object]) -> list[str]:
@@ -108,32 +114,15 @@ class PosFairEncoder:
         self.dtype = resolve_dtype(dtype)
         self._tokenizer_lock = threading.Lock()  # fast tokenizers refuse concurrent calls ("Already borrowed")
         check_model_exists(model_name)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model_name, trust_remote_code=trust_remote_code)
-        except OSError as error:
-            raise FileNotFoundError(
-                f"no model at {model_name}: not a folder on this machine, and not a hub model in the local cache "
-                f"({str(error).splitlines()[0]})"
-            ) from None
-        try:
-            model = AutoModel.from_pretrained(
-                model_name, attn_implementation=ATTENTION_NAME, dtype=self.dtype, trust_remote_code=trust_remote_code
-            )
-        except ValueError as error:
-            if "attn_implementation" in str(error) or "attention" in str(error).lower():
-                first_sentence = str(error).split(". ")[0]
-                raise UnsupportedModelError(
-                    self._unsupported_message(f"transformers refused it ({first_sentence})")
-                ) from None
-            raise
-        if getattr(model.config, "use_cache", False):
-            model.config.use_cache = False
-        self.model = model.eval().to(self.device)
-        self.num_layers = self._probe_layers()
-        self._layers = self._find_layer_modules()
-        for index, layer in enumerate(self._layers):
-            # acts only on forwards that carry a dual plan; every other forward passes through untouched
-            layer.register_forward_pre_hook(functools.partial(_branch_dual_batch, index), with_kwargs=True)
+        self.tokenizer = load_tokenizer(model_name, trust_remote_code)
+        loaded = load_model(
+            model_name, self.tokenizer, dtype=self.dtype, device=self.device, trust_remote_code=trust_remote_code
+        )
+        self.model = loaded.model
+        self._layers = loaded.layers
+        self.num_layers = loaded.num_layers
+        # "interface": transformers' AttentionInterface; "interception": torch calls inside each layer
+        self.attention_door = loaded.door
         self.folder = resolve_local_folder(model_name)
         self.files = read_sentence_transformer_files(self.folder)
         self._weights_identity: Optional[str] = None
@@ -146,46 +135,6 @@ class PosFairEncoder:
         self._truncation_warned = False
 
     # ------------------------------------------------------------------ loading
-    def _unsupported_message(self, reason: str) -> str:
-        return (
-            f"{self.model_name} cannot be calibrated: {reason}. Supported: {SUPPORTED_FAMILIES}; "
-            "models that compute softmax inside their own forward (MPNet, remote-code models) are not"
-        )
-
-    def _probe_layers(self) -> int:
-        """Run a few tokens through the model and count the layers that called the registered function."""
-        seen: list[Optional[int]] = []
-        ids = self.tokenizer("probe", return_tensors="pt")
-        with torch.inference_mode():
-            self.model(**ids.to(self.device), **{PROBE_KWARG: seen})
-        expected = _configured_layers(self.model.config)
-        if not seen or any(layer is None for layer in seen):
-            raise UnsupportedModelError(
-                self._unsupported_message("its attention does not go through transformers' AttentionInterface")
-            )
-        layers = sorted(set(seen))
-        if layers != list(range(len(layers))) or (expected is not None and len(layers) != expected):
-            raise UnsupportedModelError(
-                self._unsupported_message(f"only layers {layers} of {expected} went through the AttentionInterface")
-            )
-        return len(layers)
-
-    def _find_layer_modules(self) -> list[torch.nn.Module]:
-        """The model's layer stack, found by structure: the ModuleList whose i-th entry holds layer i's attention.
-
-        Dual encoding doubles the batch where the branches part; that needs a handle on each layer, and
-        this finds one in any family without naming module paths.
-        """
-        for _, candidate in self.model.named_modules():
-            if not isinstance(candidate, torch.nn.ModuleList) or len(candidate) != self.num_layers:
-                continue
-            if all(
-                any(getattr(sub, "layer_idx", None) == index for sub in layer.modules())
-                for index, layer in enumerate(candidate)
-            ):
-                return list(candidate)
-        raise UnsupportedModelError(self._unsupported_message("its layer stack could not be located for dual encoding"))
-
     def _fallback_pooling(self) -> str:
         causal = (
             bool(getattr(self.model.config, "is_decoder", False))
@@ -299,9 +248,52 @@ class PosFairEncoder:
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Token counts before truncation (special tokens included)."""
+        return self.tokenize_texts(texts).lengths
+
+    def tokenize_texts(self, texts: Sequence[str], prompt: str = "") -> TokenizedTexts:
+        """Every text's model inputs, truncated to ``max_length``, and its length before truncation.
+
+        One tokenizer pass serves the length sort, the truncation warning and the batches; only texts over
+        the limit are tokenized a second time, truncated the tokenizer's own way. ``prompt`` goes in front
+        of every text as :meth:`encode` puts it.
+        """
+        span = self.prompt_span(prompt)
+        texts = [span.text + text for text in texts] if span.text else list(texts)
+        if not texts:
+            return TokenizedTexts([], [], prompt)
         with self._tokenizer_lock:
-            encoded = self.tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)
-        return [len(ids) for ids in encoded["input_ids"]]
+            full = self.tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)
+            keys = [key for key in self.tokenizer.model_input_names if key in full]
+            inputs = [{key: full[key][i] for key in keys} for i in range(len(texts))]
+            lengths = [len(ids) for ids in full["input_ids"]]
+            over = [i for i, length in enumerate(lengths) if length > self.max_length]
+            if over:
+                cut = self.tokenizer(
+                    [texts[i] for i in over], truncation=True, max_length=self.max_length, verbose=False
+                )
+                for row, i in enumerate(over):
+                    inputs[i] = {key: cut[key][row] for key in keys}
+        return TokenizedTexts(inputs, lengths, prompt)
+
+    def pad(self, inputs: Sequence[dict]) -> dict[str, torch.Tensor]:
+        """One batch of :meth:`tokenize_texts` inputs, padded as the tokenizer pads (side, pad ids, mask 0)."""
+        width = max(len(item["input_ids"]) for item in inputs)
+        fill = {
+            "input_ids": self.tokenizer.pad_token_id,
+            "token_type_ids": self.tokenizer.pad_token_type_id,
+            "attention_mask": 0,
+        }
+        batch = {}
+        for key in inputs[0]:
+            rows = torch.full((len(inputs), width), fill.get(key, 0), dtype=torch.long)
+            for row, item in enumerate(inputs):
+                values = torch.tensor(item[key], dtype=torch.long)
+                if self.padding_side == "right":
+                    rows[row, : len(values)] = values
+                else:
+                    rows[row, width - len(values) :] = values
+            batch[key] = rows
+        return batch
 
     def encode(
         self,
@@ -313,17 +305,18 @@ class PosFairEncoder:
         show_progress: bool = False,
         dual: bool = False,
         prompt: str = "",
+        tokenized: Optional[TokenizedTexts] = None,
     ) -> np.ndarray:
         """Embed ``texts`` (float32 ``[n, dim]``), longest first in batches, returned in input order.
 
         With ``dual=True`` each row is the plain vector followed by the calibrated one (``[n, 2 * dim]``),
         both from one shared pass (see :meth:`encode_batch`). ``prompt`` goes in front of every text, as
         sentence-transformers' prompts do: left out of mean pooling when the model says ``include_prompt:
-        false``, and its [DUMP] tokens isolated under calibration.
+        false``, and its [DUMP] tokens isolated under calibration. ``tokenized`` is :meth:`tokenize_texts` of
+        the same texts and prompt, when the caller has it already: each text is then tokenized once.
         """
         texts = check_texts(texts)
         span = self.prompt_span(prompt)
-        texts = [span.text + text for text in texts] if span.text else texts
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if calibration is not None:
@@ -333,16 +326,22 @@ class PosFairEncoder:
         width = self.dimension * (2 if dual else 1)
         if not texts:
             return np.zeros((0, width), dtype=np.float32)
-        lengths = self.token_lengths(texts)
+        if tokenized is None:
+            tokenized = self.tokenize_texts(texts, prompt)
+        elif len(tokenized.inputs) != len(texts) or tokenized.prompt != prompt:
+            raise ValueError(
+                f"tokenized holds {len(tokenized.inputs)} text(s) with prompt {tokenized.prompt!r}, but "
+                f"{len(texts)} text(s) with prompt {prompt!r} were given"
+            )
+        lengths = tokenized.lengths
         self._warn_truncation(lengths)
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         result = np.empty((len(texts), width), dtype=np.float32)
         starts = range(0, len(order), batch_size)
         for start in tqdm(starts, desc="Encoding", unit="batch", disable=not show_progress):
             chosen = order[start : start + batch_size]
-            result[chosen] = self.encode_batch(
-                [texts[i] for i in chosen], calibration, normalize=normalize, dual=dual, prompt=span
-            )
+            batch = self.pad([tokenized.inputs[i] for i in chosen])
+            result[chosen] = self._forward(batch, calibration, normalize, None, dual, span)
         return result
 
     def encode_batch(
@@ -362,7 +361,9 @@ class PosFairEncoder:
         doubled, its first half plain and its second half calibrated. The cost is about
         ``1 + calibrated-from-here layers / all layers`` plain.
         """
-        batch = self.tokenize(texts)
+        return self._forward(dict(self.tokenize(texts)), calibration, normalize, recorder, dual, prompt)
+
+    def _forward(self, batch, calibration, normalize, recorder, dual, prompt: PromptSpan) -> np.ndarray:
         extra = {}
         mask = batch["attention_mask"]
         if dual and recorder is not None:
@@ -379,7 +380,8 @@ class PosFairEncoder:
                 extra[PLAN_KWARG] = plan
         skip = prompt.length if self.pooling == "mean" and not self.include_prompt else 0
         with torch.inference_mode():
-            hidden = self.model(**batch.to(self.device), **extra).last_hidden_state
+            inputs = {key: value.to(self.device) for key, value in batch.items()}
+            hidden = self.model(**inputs, **extra).last_hidden_state
             doubled = hidden.shape[0] == 2 * mask.shape[0]
             vectors = pool_hidden_states(hidden, torch.cat([mask, mask]) if doubled else mask, self.pooling, skip)
             for layer in self.dense:
@@ -426,43 +428,3 @@ class PosFairEncoder:
         if self.dense:
             return self.dense[-1][0].out_features
         return int(self.model.config.hidden_size)
-
-
-def _branch_dual_batch(index: int, module: torch.nn.Module, args: tuple, kwargs: dict):
-    """Forward pre-hook of layer ``index``: under a dual plan, double the batch from the branch layer on.
-
-    At the branch layer the hidden states arrive with the batch once and leave with it twice; in every
-    layer from there on, whatever else the model hands its layers per sequence (the attention mask,
-    rotary position embeddings, position ids) is doubled to match. Forwards without a dual plan, and
-    layers below the branch, are left alone.
-    """
-    plan = kwargs.get(PLAN_KWARG)
-    if plan is None or plan.dual_batch is None or index < plan.branch_layer:
-        return None
-    n = plan.dual_batch
-    hidden = args[0] if args else kwargs["hidden_states"]
-    if hidden.shape[0] not in (n, 2 * n):
-        raise RuntimeError(f"layer {index} of a dual pass got a batch of {hidden.shape[0]}, expected {n} or {2 * n}")
-
-    def doubled(value):
-        if isinstance(value, torch.Tensor):
-            return torch.cat([value, value]) if value.dim() >= 2 and value.shape[0] == n else value
-        if isinstance(value, (tuple, list)):
-            return type(value)(doubled(item) for item in value)
-        if isinstance(value, dict):
-            return {key: doubled(item) for key, item in value.items()}
-        return value
-
-    if hidden.shape[0] == n and n > 0:
-        hidden = torch.cat([hidden, hidden])
-    rest = tuple(doubled(item) for item in args[1:])
-    kwargs = {key: (item if key in (PLAN_KWARG, "hidden_states") else doubled(item)) for key, item in kwargs.items()}
-    if args:
-        return (hidden, *rest), kwargs
-    kwargs["hidden_states"] = hidden
-    return rest, kwargs
-
-
-def _configured_layers(config) -> Optional[int]:
-    value = getattr(config, "num_hidden_layers", None)
-    return int(value) if isinstance(value, int) else None

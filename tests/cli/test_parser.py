@@ -118,3 +118,20 @@ def test_embedding_from_args_layers_options_over_a_tag(minilm):
     embedding = embedding_from_args(args, base)
     assert embedding.calibration == CalibrationConfig(variant="uniform", basket_size=64, strength=0.3)
     assert embedding.pooling == "first" and embedding.mode == "calibrated"
+
+
+@pytest.mark.parametrize("path", [c for c in COMMANDS if c != ("collections",)])
+def test_model_commands_take_trust_remote_code_off_by_default(path):
+    flag = option(subparser(*path), "--trust-remote-code")
+    assert flag is not None and flag.default is False
+
+
+def test_trust_remote_code_reaches_the_loader(tmp_path):
+    from tests.utils import STANDIN_SWITCHES, save_standin_model
+
+    folder = save_standin_model(tmp_path, **STANDIN_SWITCHES["sdpa"])
+    query = ["query", "q", "--collection", "c", "--model", folder]
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        embedding_from_args(build_parser().parse_args(query))
+    embedding = embedding_from_args(build_parser().parse_args([*query, "--trust-remote-code"]))
+    assert embedding.trust_remote_code and embedding.encoder.attention_door == "interception"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 from collections import Counter
@@ -137,6 +138,31 @@ def test_per_group_cap(fake_data, tokenizer, fake_squad_128):
     # a cap above a group's size keeps the whole group
     roomy = data.squad_longposq(fake_data, tokenizer, token_budget=128, max_documents=None, questions_per_group=1000)
     assert sorted(q.id for q in roomy.tasks[0].queries) == sorted(q.id for q in fake_squad_128.tasks[0].queries)
+
+
+def test_packing_is_built_once_per_tokenizer_and_file(fake_data, tokenizer, monkeypatch):
+    packed = []
+    real_pack = data._pack
+    monkeypatch.setattr(data, "_pack", lambda items, fits: packed.append(1) or real_pack(items, fits))
+    monkeypatch.setattr(data, "_POOLS", {})
+    articles = len(fake_squad()["data"])
+    few = data.squad_longposq(fake_data, tokenizer, token_budget=128, max_documents=4, questions_per_group=None)
+    tokenizer(["a few words"], truncation=True, max_length=3, padding="max_length")  # sets the backend's state
+    exact = data.squad_longposq(fake_data, tokenizer, token_budget=128, exact_offsets_only=True, max_documents=None)
+    assert len(packed) == articles  # the second build drew on the first one's packing
+    few.tasks[0].documents.clear()  # what a caller does to its benchmark does not reach the cache
+    monkeypatch.setattr(data, "_POOLS", {})
+    assert data.squad_longposq(fake_data, tokenizer, token_budget=128, max_documents=4, questions_per_group=None) == (
+        data.squad_longposq(fake_data, tokenizer, token_budget=128, max_documents=4, questions_per_group=None)
+    )
+    fresh = data.squad_longposq(fake_data, tokenizer, token_budget=128, exact_offsets_only=True, max_documents=None)
+    assert fresh == exact and len(packed) == 2 * articles
+    # another tokenizer definition, or other packing settings, pack again
+    other = copy.deepcopy(tokenizer)
+    other.add_tokens(["zzqx"])
+    data.squad_longposq(fake_data, other, token_budget=128, max_documents=None)
+    data.squad_longposq(fake_data, tokenizer, token_budget=120, max_documents=None)
+    assert len(packed) == 4 * articles
 
 
 def test_budget_must_be_one_of_two(fake_data, tokenizer):

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from posfair_llamaindex.cli import research, store, train
+from posfair_llamaindex.cli import research, store, train, upgrade
 from posfair_llamaindex.cli.options import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     store.register(commands)
     research.register(commands)
     train.register(commands)
+    upgrade.register(commands)
     return parser
 
 

@@ -69,6 +69,11 @@ def model_options() -> argparse.ArgumentParser:
     group.add_argument("--device", default=None, help="torch device (cuda when available)")
     group.add_argument("--dtype", choices=DTYPES, default=None, help=f"model precision ({DTYPES[0]})")
     group.add_argument("--batch-size", type=int, default=16, help="texts per forward pass (%(default)s)")
+    group.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the model's own code from its folder (config.json auto_map); only for code you trust",
+    )
     return parent
 
 
@@ -189,6 +194,7 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
         embed_batch_size=args.batch_size,
         device=args.device,
         dtype=args.dtype,
+        trust_remote_code=getattr(args, "trust_remote_code", False),
     )
 
 

@@ -338,6 +338,7 @@ def _run(args, model: str, configs, benchmark, stem):
         batch_size=args.batch_size,
         device=args.device,
         dtype=args.dtype,
+        trust_remote_code=args.trust_remote_code,
         cache_dir=args.cache_dir,
         bootstrap_samples=args.bootstrap,
     )
@@ -433,7 +434,12 @@ def run_diagnose(args) -> int:
     if args.evidence_moving is not None and args.evidence_moving < 1:
         raise ValueError(f"--evidence-moving needs at least 1 set, got {args.evidence_moving}")
     encoder = PosFairEncoder(
-        _model(args), pooling=args.pooling, max_length=args.max_length, device=args.device, dtype=args.dtype
+        _model(args),
+        pooling=args.pooling,
+        max_length=args.max_length,
+        device=args.device,
+        dtype=args.dtype,
+        trust_remote_code=args.trust_remote_code,
     )
     out = Path(args.out)
     calibration = calibration_from_args(args)

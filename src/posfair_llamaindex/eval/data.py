@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import functools
 import gzip
+import hashlib
 import json
 import random
 from collections.abc import Sequence
@@ -158,6 +159,62 @@ def _cap_per_group(queries: list[Query], per_group: Optional[int], seed: int) ->
 
 
 # ----------------------------------------------------------------------------- SQuAD-LongPosQ
+# Packed documents and their questions per (file, tokenizer, packing settings): packing tokenizes every
+# candidate run of paragraphs (about 38,000 calls over the whole file, half a minute on one core), and
+# evaluations, sweeps and tests draw many samples from one packing. Sampling happens after the cache.
+_POOLS: dict[tuple, tuple[dict[str, str], list[tuple[Query, bool]]]] = {}
+_POOL_CACHE_SIZE = 4
+
+
+def _tokenizer_identity(tokenizer) -> Optional[str]:
+    """A hash of a fast tokenizer's full definition (vocabulary, normaliser, added tokens), or None.
+
+    The truncation and padding state is left out: transformers sets it on the backend for each call, so two
+    copies of one tokenizer differ there while they tokenize alike (the builders never truncate or pad).
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    definition = json.loads(backend.to_str())
+    definition.pop("truncation", None)
+    definition.pop("padding", None)
+    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _longposq_pool(data_dir, tokenizer, token_budget, word_budget, min_paragraphs, min_fill, articles):
+    """Every packed document and its questions, each flagged whether its answer offset is SQuAD's unique one."""
+    path = (Path(data_dir) / SQUAD_TRAIN).resolve()
+    identity = _tokenizer_identity(tokenizer)
+    key = (str(path), identity, token_budget, word_budget, min_paragraphs, min_fill, articles)
+    if identity is not None and key in _POOLS:
+        documents, pooled = _POOLS[key]
+        return dict(documents), list(pooled)
+    fits = _budget_check(tokenizer, token_budget, word_budget)
+    budget = token_budget or word_budget
+    documents: dict[str, str] = {}
+    pooled: list[tuple[Query, bool]] = []
+    for article_index, article in enumerate(squad_articles(data_dir)):
+        if articles is not None and article_index not in articles:
+            continue
+        paragraphs = article["paragraphs"]
+        contexts = [p["context"] for p in paragraphs]
+        for run in _pack(contexts, fits):
+            if len(run) < min_paragraphs:
+                continue
+            text = SEPARATOR.join(contexts[i] for i in run)
+            size = _token_count(tokenizer, text) if token_budget else len(text.split())
+            if size < min_fill * budget:
+                continue
+            doc_id = f"squad-{article_index}-{run[0]}"
+            documents[doc_id] = text
+            pooled += _grouped_questions(doc_id, text, [paragraphs[i] for i in run], tokenizer)
+    if identity is not None:
+        while len(_POOLS) >= _POOL_CACHE_SIZE:
+            _POOLS.pop(next(iter(_POOLS)))
+        _POOLS[key] = (documents, pooled)
+    return dict(documents), list(pooled)
+
+
 def squad_longposq(
     data_dir: Path,
     tokenizer,
@@ -181,25 +238,11 @@ def squad_longposq(
     """
     if word_budget is not None:
         token_budget = None
-    fits = _budget_check(tokenizer, token_budget, word_budget)
-    budget = token_budget or word_budget
-    documents: dict[str, str] = {}
-    queries: list[Query] = []
-    for article_index, article in enumerate(squad_articles(data_dir)):
-        if articles is not None and article_index not in articles:
-            continue
-        paragraphs = article["paragraphs"]
-        contexts = [p["context"] for p in paragraphs]
-        for run in _pack(contexts, fits):
-            if len(run) < min_paragraphs:
-                continue
-            text = SEPARATOR.join(contexts[i] for i in run)
-            size = _token_count(tokenizer, text) if token_budget else len(text.split())
-            if size < min_fill * budget:
-                continue
-            doc_id = f"squad-{article_index}-{run[0]}"
-            documents[doc_id] = text
-            queries += _grouped_questions(doc_id, text, [paragraphs[i] for i in run], tokenizer, exact_offsets_only)
+    _budget_check(tokenizer, token_budget, word_budget)  # the argument error comes before any reading
+    documents, pooled = _longposq_pool(
+        data_dir, tokenizer, token_budget, word_budget, min_paragraphs, min_fill, articles
+    )
+    queries = [query for query, unique in pooled if unique or not exact_offsets_only]
     if max_documents is not None and len(documents) > max_documents:
         chosen = set(random.Random(seed).sample(sorted(documents), max_documents))
         documents = {k: v for k, v in documents.items() if k in chosen}
@@ -220,8 +263,11 @@ def squad_longposq(
     return Benchmark(name, [RetrievalTask(documents, queries)], GROUPS, settings)
 
 
-def _grouped_questions(doc_id, text, paragraphs, tokenizer, exact_offsets_only) -> list[Query]:
-    """Questions of a document with the third of the document (in tokens) where each answer starts."""
+def _grouped_questions(doc_id, text, paragraphs, tokenizer) -> list[tuple[Query, bool]]:
+    """Questions of a document with the third of the document (in tokens) where each answer starts.
+
+    Each comes with whether its answer offset is the unique match SQuAD recorded (``exact_offsets_only``).
+    """
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
     starts = [span[0] for span in encoded["offset_mapping"]]
     total = len(starts)
@@ -229,13 +275,13 @@ def _grouped_questions(doc_id, text, paragraphs, tokenizer, exact_offsets_only) 
     for paragraph in paragraphs:
         for qa in paragraph["qas"]:
             answer = qa["answers"][0]
-            if exact_offsets_only and answer.get("offset_method", "unique") != "unique":
-                continue
+            unique = answer.get("offset_method", "unique") == "unique"
             char = offset + answer["answer_start"]
             if text[char : char + len(answer["text"])] != answer["text"]:
                 raise ValueError(f"answer offset of {qa['id']} does not point at its answer in {doc_id}")
             token = max(0, bisect.bisect_right(starts, char) - 1)  # the token holding the answer's first char
-            queries.append(Query(qa["id"], qa["question"], frozenset([doc_id]), _group_of(token / total)))
+            query = Query(qa["id"], qa["question"], frozenset([doc_id]), _group_of(token / total))
+            queries.append((query, unique))
         offset += len(paragraph["context"]) + len(SEPARATOR)
     return queries
 

@@ -55,6 +55,28 @@ def summarise(per_query: Mapping[str, np.ndarray], groups: Sequence[str]) -> dic
     return summary
 
 
+def _interval(draws: Sequence[float], level: float) -> tuple[float, float]:
+    """The percentile interval holding ``level`` of the bootstrap draws."""
+    tail = (1.0 - level) / 2 * 100
+    return float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))
+
+
+def _resample(
+    sizes: Mapping[str, int], evaluate: Callable[[Mapping[str, np.ndarray]], dict[str, float]], samples: int, seed: int
+) -> dict[str, list[float]]:
+    """Every entry of ``evaluate`` over ``samples`` draws of query indices, drawn with replacement per group.
+
+    One draw's indices serve every side that ``evaluate`` looks at, which is what makes a comparison paired.
+    """
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {}
+    for _ in range(samples):
+        picks = {g: rng.integers(0, size, size) for g, size in sizes.items()}
+        for key, value in evaluate(picks).items():
+            draws.setdefault(key, []).append(value)
+    return draws
+
+
 def bootstrap(
     per_query: Mapping[str, np.ndarray],
     groups: Sequence[str],
@@ -66,17 +88,13 @@ def bootstrap(
 ) -> dict[str, tuple[float, float, float]]:
     """(point, low, high) for every entry of ``statistic``, resampling queries within each group."""
     point = statistic(per_query, groups)
-    rng = np.random.default_rng(seed)
-    draws: dict[str, list[float]] = {key: [] for key in point}
-    for _ in range(samples):
-        resampled = {g: per_query[g][rng.integers(0, len(per_query[g]), len(per_query[g]))] for g in groups}
-        for key, value in statistic(resampled, groups).items():
-            draws[key].append(value)
-    tail = (1.0 - level) / 2 * 100
-    return {
-        key: (value, float(np.percentile(draws[key], tail)), float(np.percentile(draws[key], 100 - tail)))
-        for key, value in point.items()
-    }
+    draws = _resample(
+        {g: len(per_query[g]) for g in groups},
+        lambda picks: statistic({g: per_query[g][picks[g]] for g in groups}, groups),
+        samples,
+        seed,
+    )
+    return {key: (value, *_interval(draws[key], level)) for key, value in point.items()}
 
 
 def paired_difference(
@@ -90,10 +108,8 @@ def paired_difference(
     if ours.shape != theirs.shape:
         raise ValueError(f"paired results need the same queries: {ours.shape} vs {theirs.shape}")
     delta = ours - theirs
-    rng = np.random.default_rng(seed)
-    means = [delta[rng.integers(0, len(delta), len(delta))].mean() for _ in range(samples)]
-    tail = (1.0 - level) / 2 * 100
-    return float(delta.mean()), float(np.percentile(means, tail)), float(np.percentile(means, 100 - tail))
+    draws = _resample({"all": len(delta)}, lambda picks: {"mean": delta[picks["all"]].mean()}, samples, seed)
+    return (float(delta.mean()), *_interval(draws["mean"], level))
 
 
 def paired_summary_difference(
@@ -115,21 +131,12 @@ def paired_summary_difference(
             raise ValueError(
                 f"paired results need the same queries: group {g!r} has {ours[g].shape} vs {theirs[g].shape}"
             )
-    point_ours, point_theirs = summarise(ours, groups), summarise(theirs, groups)
-    rng = np.random.default_rng(seed)
-    draws: dict[str, list[float]] = {key: [] for key in point_ours}
-    for _ in range(samples):
-        picks = {g: rng.integers(0, len(ours[g]), len(ours[g])) for g in groups}
+
+    def difference(picks: Mapping[str, np.ndarray]) -> dict[str, float]:
         a = summarise({g: ours[g][picks[g]] for g in groups}, groups)
         b = summarise({g: theirs[g][picks[g]] for g in groups}, groups)
-        for key in draws:
-            draws[key].append(a[key] - b[key])
-    tail = (1.0 - level) / 2 * 100
-    return {
-        key: (
-            point_ours[key] - point_theirs[key],
-            float(np.percentile(draws[key], tail)),
-            float(np.percentile(draws[key], 100 - tail)),
-        )
-        for key in point_ours
-    }
+        return {key: a[key] - b[key] for key in a}
+
+    everything = {g: np.arange(len(ours[g])) for g in groups}
+    draws = _resample({g: len(ours[g]) for g in groups}, difference, samples, seed)
+    return {key: (value, *_interval(draws[key], level)) for key, value in difference(everything).items()}

@@ -84,6 +84,7 @@ def evaluate(
     batch_size: int = 16,
     device: Optional[str] = None,
     dtype: Optional[str] = None,
+    trust_remote_code: bool = False,
     cache_dir: Optional[Path] = None,
     bootstrap_samples: int = 1000,
     show_progress: bool = True,
@@ -103,7 +104,12 @@ def evaluate(
     for config in tqdm(configs, desc="configurations", disable=not show_progress):
         if config.pooling not in encoders:
             encoders[config.pooling] = PosFairEncoder(
-                model, pooling=config.pooling, max_length=max_length, device=device, dtype=dtype
+                model,
+                pooling=config.pooling,
+                max_length=max_length,
+                device=device,
+                dtype=dtype,
+                trust_remote_code=trust_remote_code,
             )
         encoder = encoders[config.pooling]
         embedding = PosFairEmbedding(

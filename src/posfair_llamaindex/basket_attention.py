@@ -1,0 +1,264 @@
+"""Every query row calibrated at about the cost of one attention pass (mean pooling, DESIGN.md §2.1).
+
+Take one query row with plain weights ``a`` over groups ``g``: each basket, and each isolated token. With
+``m_g`` the group's mass and ``o_g`` the attention output over the group's keys alone, the plain output is
+``sum_g m_g o_g``. Every variant keeps the proportions inside a basket and gives all live baskets of a row
+the same total ``T`` (``calibration.isolated_targets``), so the calibrated output is
+
+    (1 - lam) * sum_g m_g o_g  +  lam * (T * sum_{live b} o_b  +  sum_i t_i v_i)
+
+Attention over one basket's keys returns ``o_b`` and its log-sum-exp, from which ``m_b`` follows once the
+row's total is known. A flash kernel gives both without a ``K x K`` tensor, and the plain sum is built
+basket by basket with the running-maximum rescaling that flash attention itself uses. Work is tiled over
+sequences and query rows so the running sums stay in cache.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from posfair_llamaindex.calibration import IsolatedMasses, RowLayout, isolated_targets
+from posfair_llamaindex.config import CalibrationConfig
+
+# running sums per tile (floats): sequences x heads x query rows x head size; small enough for the caches
+TILE_FLOATS = 1 << 22
+_NEG_INF = float("-inf")
+
+
+def calibrated_all_rows(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Optional[Tensor],
+    scale: float,
+    is_causal: bool,
+    layout: RowLayout,
+    config: CalibrationConfig,
+) -> Tensor:
+    """Calibrated attention output of every query row, ``[N, Q, H, D]`` (transformers' layout).
+
+    ``query`` is ``[N, H, Q, D]``, ``key``/``value`` ``[N, KV, K, D]`` (grouped-query heads allowed).
+    ``attention_mask`` is what SDPA would get (bool, True = attend, or additive float, broadcastable to
+    ``[N, H, Q, K]``) or None; ``is_causal`` applies only without a mask. Rows without a live basket and
+    sequences too short to calibrate come out as the plain output computed from the same pieces; callers
+    that need those bit for bit take them from SDPA.
+    """
+    n, heads, q_len, dim = query.shape
+    kv_heads = key.shape[1]
+    size, lam = config.basket_size, config.strength
+    width = layout.num_baskets * size
+    groups = heads // kv_heads
+
+    # content keys and values lined up from offset 0, cut into contiguous baskets, one head per query head
+    if layout.shared_start is not None:
+        positions = layout.shared_start + torch.arange(width, device=query.device)[None, :]  # [1, W]
+    else:
+        positions = layout.content_start[:, None] + torch.arange(width, device=query.device)[None, :]  # [N, W]
+    content_keys = _along_keys(key, positions)
+    content_values = _along_keys(value, positions)
+    if groups > 1:
+        content_keys = content_keys.repeat_interleave(groups, dim=1)
+        content_values = content_values.repeat_interleave(groups, dim=1)
+    nb = layout.num_baskets
+    keys = content_keys.view(n, heads, nb, size, dim)  # the kernel takes each basket as a strided view
+    values = content_values.view(n, heads, nb, size, -1)
+
+    additive = _additive_mask(attention_mask, query.dtype)
+    # a key past a sequence's content (padding, an isolated last token) belongs to no basket
+    outside = torch.arange(width, device=query.device)[None, :] >= layout.content_len[:, None]  # [N, W]
+    key_positions = positions.expand(n, width)
+    isolated = _isolated(query, key, value, additive, is_causal, scale, layout, groups)
+    names = [name for _, name in _names(layout)]
+
+    out = torch.empty(n, q_len, heads, value.shape[-1], dtype=value.dtype, device=value.device)
+    per_tile = max(1, TILE_FLOATS // (heads * dim))  # query rows per tile, over all its sequences
+    seqs = max(1, min(n, per_tile // max(1, q_len)))
+    rows = min(q_len, max(1, per_tile // seqs))
+    for n0 in range(0, n, seqs):
+        n1 = min(n, n0 + seqs)
+        for q0 in range(0, q_len, rows):
+            q1 = min(q_len, q0 + rows)
+            sums = _GroupSums(query[n0:n1, :, q0:q1], value.shape[-1])
+            for score, v in isolated:
+                sums.add_isolated(score[n0:n1, :, q0:q1, None], v[n0:n1, :, None, :])
+            query_positions = torch.arange(q0, q1, device=query.device)
+            for b in range(nb):
+                span = slice(b * size, (b + 1) * size)
+                mask = _basket_mask(
+                    additive, outside, key_positions, is_causal, (n0, n1), (q0, q1), span, query_positions
+                )
+                sums.add_basket(keys[n0:n1, :, b], values[n0:n1, :, b], mask.to(query.dtype), scale)
+            masses = dict(zip(names, sums.isolated_masses(), strict=True))
+            prefix = [masses[name] for name in names if name.startswith("prefix")]
+            target, first, last, kept = isolated_targets(
+                IsolatedMasses(masses.get("first"), masses.get("last"), prefix or None),
+                layout,
+                config,
+                sums.live_count,
+                sums.content_mass(),
+            )
+            targets = {"first": first, "last": last, **{f"prefix{i}": mass for i, mass in enumerate(kept)}}
+            calibrated = target * sums.basket_sum
+            for (_, v), name in zip(isolated, names, strict=True):
+                calibrated = calibrated + targets[name] * v[n0:n1, :, None, :].float()
+            mixed = torch.lerp(sums.plain, calibrated, lam)
+            # short sequences, and rows with no content mass, stay as they were
+            change = (sums.live_count > 0) & layout.calibrated[n0:n1, None, None, None]
+            if not bool(change.all()):
+                mixed = torch.where(change, mixed, sums.plain)
+            out[n0:n1, q0:q1] = mixed.transpose(1, 2)
+    return out
+
+
+class _GroupSums:
+    """Running sums over the groups of one tile's rows, in float32.
+
+    ``plain`` is kept normalised: after each group it is the plain attention output over the groups seen so
+    far, so adding a group of log-sum-exp ``l`` and output ``o`` is one ``lerp`` towards ``o`` by that group's
+    share of the new total (the running maximum ``best`` keeps the exponentials in range).
+    """
+
+    def __init__(self, q: Tensor, value_dim: int) -> None:
+        self.q = q
+        rows = (*q.shape[:3], 1)
+        self.best = torch.full(rows, _NEG_INF, device=q.device)
+        self.total = torch.zeros(rows, device=q.device)  # sum of exp(lse_g - best) over the groups seen
+        self.content = torch.zeros(rows, device=q.device)  # the same over baskets alone
+        self.live_count = torch.zeros(rows, device=q.device)
+        self.plain: Optional[Tensor] = None  # allocated by the first group
+        self.basket_sum: Optional[Tensor] = None  # sum of o_b over live baskets
+        self.scores: list = []
+
+    def _add(self, lse: Tensor, output: Tensor, basket: bool) -> None:
+        new = torch.maximum(self.best, lse)
+        finite = new > _NEG_INF
+        reference = torch.where(finite, new, torch.zeros_like(new))
+        rescale = torch.exp(self.best - reference)  # exp(-inf) = 0 while nothing was seen
+        weight = torch.exp(lse - reference)
+        self.total = self.total * rescale + weight
+        self.content = self.content * rescale + (weight if basket else 0.0)
+        self.best = new
+        share = weight / self.total.clamp(min=torch.finfo(torch.float32).tiny)
+        if self.plain is None:
+            self.plain = (output.float() * share).expand(*self.q.shape[:3], output.shape[-1]).contiguous()
+        else:
+            self.plain.lerp_(output.float().expand_as(self.plain), share)
+
+    def add_isolated(self, score: Tensor, value: Tensor) -> None:
+        """An isolated token: its own group, with output ``v`` and log-sum-exp its masked score."""
+        self.scores.append(score)
+        self._add(score, value, basket=False)
+
+    def add_basket(self, keys: Tensor, values: Tensor, mask: Tensor, scale: float) -> None:
+        output, lse = _attention_with_lse(self.q, keys, values, mask, scale)
+        live = (mask > _NEG_INF).any(dim=-1, keepdim=True)  # [n, 1 or H, q, 1]: any key of the basket seen
+        output = output.float()
+        if not bool(live.all()):
+            output = output * live  # a row that sees none of the basket's keys gets nothing from it
+        self._add(lse.float()[..., None].masked_fill(~live, _NEG_INF), output, basket=True)
+        if self.basket_sum is None:
+            self.basket_sum = output  # a fresh tensor of the kernel's, ours to add into
+        else:
+            self.basket_sum += output
+        self.live_count = self.live_count + live
+
+    def isolated_masses(self) -> list:
+        reference = torch.where(self.best > _NEG_INF, self.best, torch.zeros_like(self.best))
+        total = self.total.clamp(min=torch.finfo(torch.float32).tiny)
+        return [torch.exp(score - reference) / total for score in self.scores]
+
+    def content_mass(self) -> Tensor:
+        return self.content / self.total.clamp(min=torch.finfo(torch.float32).tiny)
+
+
+def _names(layout: RowLayout) -> list:
+    """(position [N], name) of each isolated token: first, the [DUMP] prefix, last."""
+    named = []
+    if layout.first is not None:
+        named.append((layout.first, "first"))
+    if layout.prefix is not None:
+        named += [(p, f"prefix{i}") for i, p in enumerate(layout.prefix.unbind(dim=1))]
+    if layout.last is not None:
+        named.append((layout.last, "last"))
+    return named
+
+
+def _isolated(query, key, value, additive, is_causal, scale, layout, groups) -> list:
+    """(scores [N, H, Q] under the mask, value [N, H, D]) of every isolated token, in ``_names`` order."""
+    n, heads, q_len, _ = query.shape
+    batch = torch.arange(n, device=query.device)
+    found = []
+    for position, _ in _names(layout):
+        k = key[batch, :, position].repeat_interleave(groups, dim=1)  # [N, H, D]
+        v = value[batch, :, position].repeat_interleave(groups, dim=1)
+        scores = torch.einsum("nhqd,nhd->nhq", query.float(), k.float()) * scale
+        if additive is not None:
+            column = additive.expand(n, -1, -1, -1)[batch, :, :, position]  # [N, 1 or H, 1 or Q]
+            scores = scores + column.float()
+        elif is_causal:
+            seen = torch.arange(q_len, device=query.device)[None, None, :] >= position[:, None, None]
+            scores = scores.masked_fill(~seen, _NEG_INF)
+        found.append((scores, v))
+    return found
+
+
+def _basket_mask(additive, outside, key_positions, is_causal, seqs, rows, span, query_positions) -> Tensor:
+    """The additive mask ``[n, 1 or H, q or 1, B]`` of one basket for one tile: -inf where a key is not seen."""
+    (n0, n1), (q0, q1) = seqs, rows
+    blocked = outside[n0:n1, span][:, None, None, :]  # [n, 1, 1, B]
+    positions = key_positions[n0:n1, span]  # [n, B]
+    if additive is not None:
+        columns = additive[n0:n1] if additive.shape[0] > 1 else additive
+        if columns.shape[2] > 1:
+            columns = columns[:, :, q0:q1]
+        index = positions.clamp(max=columns.shape[-1] - 1)  # positions past the keys are outside anyway
+        gathered = columns.expand(n1 - n0, -1, -1, -1).gather(
+            -1, index[:, None, None, :].expand(n1 - n0, columns.shape[1], columns.shape[2], -1)
+        )
+        return gathered.masked_fill(blocked, _NEG_INF)
+    if is_causal:
+        blocked = blocked | (positions[:, None, None, :] > query_positions[None, None, :, None])  # [n, 1, q, B]
+    return torch.zeros(blocked.shape, device=outside.device).masked_fill(blocked, _NEG_INF)
+
+
+def _additive_mask(attention_mask: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
+    """SDPA's mask as an additive float tensor with -inf where a key is hidden, broadcast axes kept at 1."""
+    if attention_mask is None:
+        return None
+    mask = attention_mask
+    while mask.dim() < 4:
+        mask = mask[None]
+    for axis in range(3):  # expanded views: keep one copy of a repeated axis
+        if mask.shape[axis] > 1 and mask.stride(axis) == 0:
+            mask = mask.narrow(axis, 0, 1)
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, _NEG_INF)
+    # transformers' float masks hide keys with the dtype's minimum; treat anything that low as hidden
+    hidden = mask <= torch.finfo(mask.dtype).min / 2
+    return mask.to(dtype).masked_fill(hidden, _NEG_INF)
+
+
+def _along_keys(tensor: Tensor, positions: Tensor) -> Tensor:
+    """``tensor[:, :, positions]`` for ``[N, H, K, D]`` and positions ``[1 or N, W]``; zeros past the end."""
+    n, heads, k_len, dim = tensor.shape
+    width = positions.shape[-1]
+    short = int(positions.max()) + 1 - k_len
+    padded = torch.nn.functional.pad(tensor, (0, 0, 0, short)) if short > 0 else tensor
+    if positions.shape[0] == 1:
+        start = int(positions[0, 0])
+        return padded[:, :, start : start + width]
+    index = positions[:, None, :, None].expand(n, heads, width, dim)
+    return padded.gather(2, index)
+
+
+def _attention_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float) -> tuple:
+    """Attention output and log-sum-exp of one basket: the fused flash kernel on CPU, a score tile elsewhere."""
+    if q.device.type == "cpu":
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=mask, scale=scale)
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale + mask.float()
+    lse = torch.logsumexp(scores, dim=-1)
+    probs = torch.exp(scores - torch.where(lse > _NEG_INF, lse, torch.zeros_like(lse))[..., None])
+    return torch.matmul(probs, v.float()).to(q.dtype), lse

@@ -1,0 +1,134 @@
+"""The dual store's fused request on Qdrant's own Rust engine (qdrant-edge-py), against local mode and brute force.
+
+Every fusion rule, with and without a payload filter (and node ids), at several k: the same request that the
+store sends to a server goes to an edge shard holding the same points. Exact search on a small shard; the
+HNSW behaviour at scale is measured by benchmarks/bench_hnsw_recall.py.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters, VectorStoreQuery
+from qdrant_client import QdrantClient
+
+from posfair_llamaindex.options import RRF_K
+from posfair_llamaindex.qdrant import point_id, tagged_vector_store
+from posfair_llamaindex.qdrant.store import MISSING_SCORE
+from tests.qdrant.conftest import make_nodes, unit_vector
+
+edge = pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is in the dev extra")
+from tests.qdrant import edge as translate  # noqa: E402  (needs qdrant_edge)
+
+DIM, POINTS, CANDIDATES = 64, 800, 40
+FILTERS = {
+    "none": None,
+    "colour": MetadataFilters(filters=[MetadataFilter(key="colour", value="blue")]),
+    "rank": MetadataFilters(filters=[MetadataFilter(key="rank", value=500, operator=FilterOperator.LT)]),
+}
+
+
+@pytest.fixture(scope="module")
+def world(tiny_dual, tmp_path_factory):
+    nodes = make_nodes(POINTS, 2 * DIM, seed=11, uuid_ids=False)
+    store = tagged_vector_store(QdrantClient(":memory:"), "dual", tiny_dual, fusion_candidates=CANDIDATES)
+    store.add(nodes)
+    shard = translate.create_shard(str(tmp_path_factory.mktemp("edge") / "shard"), DIM)
+    translate.upsert(shard, store._build_points(nodes, store.sparse_vector_name)[0])
+    vectors = np.array([n.embedding for n in nodes], dtype=np.float64)
+    plain, calibrated = vectors[:, :DIM], vectors[:, DIM:]
+    yield store, shard, nodes, plain, calibrated
+    shard.close()
+
+
+def brute_force(nodes, plain, calibrated, q, fusion, k, allowed, keep=None):
+    """The fused top k (or top ``keep``) over all allowed points, computed from the definitions (DESIGN.md §2.6)."""
+    q = np.asarray(q, dtype=np.float64)
+    q /= np.linalg.norm(q)
+    ids = np.flatnonzero(allowed)
+    per_vector = [(m[ids] @ q) / np.linalg.norm(m[ids], axis=1) for m in (plain, calibrated)]
+    if fusion == "max":
+        fused = np.maximum(*per_vector)
+    else:  # a candidate list per vector; outside it a point counts MISSING_SCORE (sum) or nothing (rrf)
+        limit = max(k, CANDIDATES)
+        fused = np.zeros(len(ids))
+        hit_any = np.zeros(len(ids), dtype=bool)
+        for scores in per_vector:
+            order = np.argsort(-scores)[:limit]
+            hit_any[order] = True
+            if fusion == "rrf":
+                fused[order] += 1.0 / (RRF_K + np.arange(len(order)))
+            else:
+                contribution = np.full(len(ids), MISSING_SCORE)
+                contribution[order] = scores[order]
+                fused += contribution
+        fused = np.where(hit_any, fused, -np.inf)
+    order = np.argsort(-fused)[: keep or k]
+    return {nodes[ids[i]].node_id: float(fused[i]) for i in order}
+
+
+@pytest.mark.parametrize("fusion", ["max", "sum", "rrf"])
+@pytest.mark.parametrize("where", sorted(FILTERS))
+@pytest.mark.parametrize("k", [1, 10, 50])
+def test_edge_engine_local_mode_and_brute_force_agree(world, fusion, where, k):
+    store, shard, nodes, plain, calibrated = world
+    q = unit_vector(random.Random(k * 7 + len(where)), DIM)
+    query = VectorStoreQuery(query_embedding=q, similarity_top_k=k, filters=FILTERS[where])
+    allowed = np.array([_passes(n, FILTERS[where]) for n in nodes])
+
+    local = store.query(query, fusion=fusion)
+    hits = shard.query(translate.translate(store._fused_request(query, {"fusion": fusion})))
+    by_point = {point_id(n.node_id): n.node_id for n in nodes}
+    engine = {by_point[str(h.id)]: h.score for h in hits}
+    exact = brute_force(nodes, plain, calibrated, q, fusion, k, allowed)
+
+    assert len(local.ids) == len(engine) == len(exact) == k
+    if fusion == "rrf":  # ranks tie often: compare every hit's score with its definition instead of the order
+        full = brute_force(nodes, plain, calibrated, q, fusion, k, allowed, keep=len(nodes))
+        # the engine answers in float32
+        assert sorted(engine.values(), reverse=True) == pytest.approx(list(exact.values()), rel=1e-6)
+        assert all(full[i] == pytest.approx(s, rel=1e-6) for i, s in engine.items())
+        assert all(full[i] == pytest.approx(s, rel=1e-6) for i, s in zip(local.ids, local.similarities, strict=True))
+    else:
+        assert list(engine) == list(exact) == local.ids
+        assert list(engine.values()) == pytest.approx(list(exact.values()), abs=2e-6)
+        assert local.similarities == pytest.approx(list(exact.values()), abs=2e-6)
+
+
+def test_node_ids_restrict_the_engine_too(world):
+    store, shard, nodes, plain, calibrated = world
+    chosen = {n.node_id for n in nodes[100:160]}
+    q = nodes[120].embedding[:DIM]
+    query = VectorStoreQuery(query_embedding=q, similarity_top_k=5, node_ids=sorted(chosen))
+    hits = shard.query(translate.translate(store._fused_request(query, {"fusion": "max"})))
+    by_point = {point_id(n.node_id): n.node_id for n in nodes}
+    allowed = np.array([n.node_id in chosen for n in nodes])
+    assert [by_point[str(h.id)] for h in hits] == list(brute_force(nodes, plain, calibrated, q, "max", 5, allowed))
+    assert store.query(query).ids == [by_point[str(h.id)] for h in hits]
+
+
+def test_search_params_travel_to_both_prefetches(world):
+    store, *_ = world
+    query = VectorStoreQuery(query_embedding=[1.0] * DIM, similarity_top_k=3)
+    request = store._fused_request(query, {"search_params": {"hnsw_ef": 321, "exact": False}})
+    assert [p.params.hnsw_ef for p in request["prefetch"]] == [321, 321]
+    assert translate.translate(request).prefetches[0].params.hnsw_ef == 321
+    assert [p.limit for p in store._fused_request(query, {"max_candidates": 7})["prefetch"]] == [7, 7]
+    # the default for max: max(2k, 100) per vector (RESULTS.md, "HNSW recall of the fused max query")
+    assert [p.limit for p in request["prefetch"]] == [100, 100]
+    wide = VectorStoreQuery(query_embedding=[1.0] * DIM, similarity_top_k=80)
+    assert [p.limit for p in store._fused_request(wide, {})["prefetch"]] == [160, 160]
+    acorn = store._fused_request(query, {"search_params": {"acorn": {"enable": True}}})
+    assert translate.translate(acorn).prefetches[1].params.acorn.enable
+    with pytest.raises(ValueError, match="max_candidates must be an int >= 1"):
+        store._fused_request(query, {"max_candidates": 0})
+
+
+def _passes(node, filters) -> bool:
+    if filters is None:
+        return True
+    f = filters.filters[0]
+    value = node.metadata[f.key]
+    return value == f.value if f.operator == FilterOperator.EQ else value < f.value
