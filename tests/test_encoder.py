@@ -13,7 +13,7 @@ from transformers import AutoModel, AutoTokenizer, MPNetConfig
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder, UnsupportedModelError, check_texts
-from tests.utils import minilm_path, sample_texts, save_standin_model
+from tests.utils import check_threads_keep_their_plans, minilm_path, sample_texts, save_standin_model
 
 
 @pytest.fixture(scope="module")
@@ -97,24 +97,7 @@ def test_query_path_is_never_calibrated(minilm_first, long_texts):
 
 def test_threads_do_not_see_each_others_plans(minilm_first, long_texts):
     configs = [CalibrationConfig(), CalibrationConfig(variant="uniform", strength=1.0), None]
-    expected = [minilm_first.encode(long_texts, config) for config in configs]
-    results, errors = {}, []
-
-    def work(slot, config):
-        try:
-            for round_ in range(3):
-                results[(slot, round_)] = minilm_first.encode(long_texts, config, batch_size=3)
-        except Exception as error:  # surfaced below
-            errors.append(error)
-
-    threads = [threading.Thread(target=work, args=(i, c)) for i, c in enumerate(configs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
-    for (slot, _), value in results.items():
-        np.testing.assert_allclose(value, expected[slot], atol=2e-6)
+    check_threads_keep_their_plans(lambda config: minilm_first.encode(long_texts, config, batch_size=3), configs)
 
 
 def test_two_encoders_with_different_models_interleave(minilm_first, tiny_model_dir):

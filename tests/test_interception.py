@@ -7,8 +7,6 @@ tests write themselves: SDPA with rotary, eager softmax with an additive bias an
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 import torch
@@ -19,7 +17,14 @@ from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.encoder import PosFairEncoder
 from tests.reference import naive_pool, naive_torch_attention
-from tests.utils import STANDIN_SWITCHES, eager_standin, sample_texts, save_standin_model, save_tiny_mpnet
+from tests.utils import (
+    STANDIN_SWITCHES,
+    check_threads_keep_their_plans,
+    eager_standin,
+    sample_texts,
+    save_standin_model,
+    save_tiny_mpnet,
+)
 
 KINDS = ("mpnet", *STANDIN_SWITCHES)
 
@@ -183,24 +188,7 @@ def test_threads_with_different_plans_stay_apart(encoders):
         CalibrationConfig(variant="uniform", strength=1.0, basket_size=8),
         None,
     ]
-    expected = [encoder.encode(texts, config, batch_size=2) for config in configs]
-    results, errors = {}, []
-
-    def work(slot, config):
-        try:
-            for round_ in range(3):
-                results[(slot, round_)] = encoder.encode(texts, config, batch_size=2)
-        except Exception as error:  # surfaced below
-            errors.append(error)
-
-    threads = [threading.Thread(target=work, args=(i, c)) for i, c in enumerate(configs)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
-    for (slot, _), value in results.items():
-        np.testing.assert_allclose(value, expected[slot], atol=2e-6)
+    check_threads_keep_their_plans(lambda config: encoder.encode(texts, config, batch_size=2), configs)
 
 
 # each class once, the poolings and padding sides spread over them to keep the suite quick

@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import random
+import threading
 from pathlib import Path
 
 import torch
@@ -177,3 +178,28 @@ def save_tiny_mpnet(folder: Path, pooling: str = "mean", seed: int = 0, **sizes)
     AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(folder)
     write_st_pooling(folder, pooling)
     return str(folder)
+
+
+def check_threads_keep_their_plans(encode, configs, rounds: int = 3) -> None:
+    """``encode(config)`` from one thread per config, ``rounds`` times each, equals the serial results."""
+    import numpy as np
+
+    expected = [encode(config) for config in configs]
+    results, errors = {}, []
+
+    def work(slot, config):
+        try:
+            for round_ in range(rounds):
+                results[(slot, round_)] = encode(config)
+        except Exception as error:  # surfaced below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i, c)) for i, c in enumerate(configs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len(results) == rounds * len(configs)
+    for (slot, _), value in results.items():
+        np.testing.assert_allclose(value, expected[slot], atol=2e-6)
