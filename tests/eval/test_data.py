@@ -163,6 +163,12 @@ def test_packing_is_built_once_per_tokenizer_and_file(fake_data, tokenizer, monk
     data.squad_longposq(fake_data, other, token_budget=128, max_documents=None)
     data.squad_longposq(fake_data, tokenizer, token_budget=120, max_documents=None)
     assert len(packed) == 4 * articles
+    # a dozen small packings later, the first one is still there
+    for budget in range(100, 100 + data._POOL_CACHE_SIZE - 4):  # with the three above, the cache is full
+        data.squad_longposq(fake_data, tokenizer, token_budget=budget, max_documents=None)
+    packed.clear()
+    data.squad_longposq(fake_data, tokenizer, token_budget=128, max_documents=None)
+    assert not packed
 
 
 def test_budget_must_be_one_of_two(fake_data, tokenizer):

@@ -163,7 +163,9 @@ def _cap_per_group(queries: list[Query], per_group: Optional[int], seed: int) ->
 # candidate run of paragraphs (about 38,000 calls over the whole file, half a minute on one core), and
 # evaluations, sweeps and tests draw many samples from one packing. Sampling happens after the cache.
 _POOLS: dict[tuple, tuple[dict[str, str], list[tuple[Query, bool]]]] = {}
-_POOL_CACHE_SIZE = 4
+# least recently used first out; a whole-file packing is a few MB, and small packings (a held-out split,
+# another budget) must not push it out
+_POOL_CACHE_SIZE = 16
 
 
 def _tokenizer_identity(tokenizer) -> Optional[str]:
@@ -187,7 +189,7 @@ def _longposq_pool(data_dir, tokenizer, token_budget, word_budget, min_paragraph
     identity = _tokenizer_identity(tokenizer)
     key = (str(path), identity, token_budget, word_budget, min_paragraphs, min_fill, articles)
     if identity is not None and key in _POOLS:
-        documents, pooled = _POOLS[key]
+        documents, pooled = _POOLS[key] = _POOLS.pop(key)  # now the most recently used
         return dict(documents), list(pooled)
     fits = _budget_check(tokenizer, token_budget, word_budget)
     budget = token_budget or word_budget
