@@ -184,9 +184,8 @@ def stage_costs(folder: Path, model_dir: str, batch_size: int) -> dict:
     start = time.perf_counter()
     for begin in range(0, len(texts), batch_size):
         batch = texts[begin : begin + batch_size]
-        encoder.token_lengths(batch)  # PosFairEmbedding's length sort
-        encoder.token_lengths(batch)  # the encoder's truncation check and sort
-        encoder.tokenize(batch)  # the padded batch of the forward
+        tokenized = encoder.tokenize_texts(batch)  # one pass: the length sort, the truncation check, the batch
+        encoder.pad(tokenized.inputs)  # the padded batch of the forward
     tokenize_s = time.perf_counter() - start
     n = len(rows)
     return {

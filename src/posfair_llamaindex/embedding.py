@@ -336,10 +336,12 @@ class PosFairEmbedding(BaseEmbedding):
     def _length_order(self, texts: list[str]) -> tuple[list[int], _BatchTokens]:
         # checked up front: a bad text anywhere fails the call before any batch is embedded
         prompt = self.text_instruction or ""
-        tokenized = self._encoder.tokenize_texts(check_texts(texts), prompt)
+        checked = check_texts(texts)
+        if self._sea is not None:  # SEA tokenizes its chunks, not the documents: the lengths are all it needs
+            lengths = self._encoder.token_lengths([prompt + text for text in checked])
+            return sorted(range(len(texts)), key=lambda i: -lengths[i]), _NO_TOKENS
+        tokenized = self._encoder.tokenize_texts(checked, prompt)
         order = sorted(range(len(texts)), key=lambda i: -tokenized.lengths[i])
-        if self._sea is not None:  # SEA tokenizes its chunks, not the documents
-            return order, _NO_TOKENS
         return order, _BatchTokens(self, prompt, tokenized, {text: i for i, text in enumerate(texts)})
 
     # ------------------------------------------------------------------ pickling: begin (issue 10, distributed/)

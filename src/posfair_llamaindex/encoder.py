@@ -247,8 +247,14 @@ class PosFairEncoder:
             )
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
-        """Token counts before truncation (special tokens included)."""
-        return self.tokenize_texts(texts).lengths
+        """Token counts before truncation (special tokens included), from one untruncated pass."""
+        if not texts:
+            return []
+        with self._tokenizer_lock:
+            return [len(ids) for ids in self._untruncated(list(texts))["input_ids"]]
+
+    def _untruncated(self, texts: list):
+        return self.tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)
 
     def tokenize_texts(self, texts: Sequence[str], prompt: str = "") -> TokenizedTexts:
         """Every text's model inputs, truncated to ``max_length``, and its length before truncation.
@@ -262,7 +268,7 @@ class PosFairEncoder:
         if not texts:
             return TokenizedTexts([], [], prompt)
         with self._tokenizer_lock:
-            full = self.tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)
+            full = self._untruncated(texts)
             keys = [key for key in self.tokenizer.model_input_names if key in full]
             inputs = [{key: full[key][i] for key in keys} for i in range(len(texts))]
             lengths = [len(ids) for ids in full["input_ids"]]
