@@ -71,7 +71,6 @@ def calibrated_all_rows(
     outside = torch.arange(width, device=query.device)[None, :] >= layout.content_len[:, None]  # [N, W]
     key_positions = positions.expand(n, width)
     isolated = _isolated(query, key, value, additive, is_causal, scale, layout, groups)
-    names = [name for _, name in _names(layout)]
 
     out = torch.empty(n, q_len, heads, value.shape[-1], dtype=value.dtype, device=value.device)
     per_tile = max(1, TILE_FLOATS // (heads * dim))  # query rows per tile, over all its sequences
@@ -91,19 +90,13 @@ def calibrated_all_rows(
                     additive, outside, key_positions, is_causal, (n0, n1), (q0, q1), span, query_positions
                 )
                 sums.add_basket(keys[n0:n1, :, b], values[n0:n1, :, b], mask.to(query.dtype), scale)
-            masses = dict(zip(names, sums.isolated_masses(), strict=True))
-            prefix = [masses[name] for name in names if name.startswith("prefix")]
+            first, prefix, last = _split(sums.isolated_masses(), layout)
             target, first, last, kept = isolated_targets(
-                IsolatedMasses(masses.get("first"), masses.get("last"), prefix or None),
-                layout,
-                config,
-                sums.live_count,
-                sums.content_mass(),
+                IsolatedMasses(first, last, prefix or None), layout, config, sums.live_count, sums.content_mass()
             )
-            targets = {"first": first, "last": last, **{f"prefix{i}": mass for i, mass in enumerate(kept)}}
             calibrated = target * sums.basket_sum
-            for (_, v), name in zip(isolated, names, strict=True):
-                calibrated = calibrated + targets[name] * v[n0:n1, :, None, :].float()
+            for (_, v), mass in zip(isolated, _joined(first, kept, last), strict=True):
+                calibrated = calibrated + mass * v[n0:n1, :, None, :].float()
             mixed = torch.lerp(sums.plain, calibrated, lam)
             # short sequences, and rows with no content mass, stay as they were
             change = (sums.live_count > 0) & layout.calibrated[n0:n1, None, None, None]
@@ -174,24 +167,33 @@ class _GroupSums:
         return self.content / self.total.clamp(min=torch.finfo(torch.float32).tiny)
 
 
-def _names(layout: RowLayout) -> list:
-    """(position [N], name) of each isolated token: first, the [DUMP] prefix, last."""
-    named = []
-    if layout.first is not None:
-        named.append((layout.first, "first"))
-    if layout.prefix is not None:
-        named += [(p, f"prefix{i}") for i, p in enumerate(layout.prefix.unbind(dim=1))]
-    if layout.last is not None:
-        named.append((layout.last, "last"))
-    return named
+def _isolated_positions(layout: RowLayout) -> list:
+    """The position ([N]) of each isolated token, in the order first, the [DUMP] prefix, last."""
+    prefix = [] if layout.prefix is None else list(layout.prefix.unbind(dim=1))
+    return _joined(layout.first, prefix, layout.last)
+
+
+def _joined(first, prefix: list, last) -> list:
+    """``[first, *prefix, last]`` without the edges a layout does not isolate (``None``)."""
+    return (
+        [item for item in (first,) if item is not None] + list(prefix) + [item for item in (last,) if item is not None]
+    )
+
+
+def _split(items: list, layout: RowLayout) -> tuple:
+    """The inverse of :func:`_joined` for this layout: ``(first or None, prefix list, last or None)``."""
+    items = list(items)
+    first = items.pop(0) if layout.first is not None else None
+    last = items.pop() if layout.last is not None else None
+    return first, items, last
 
 
 def _isolated(query, key, value, additive, is_causal, scale, layout, groups) -> list:
-    """(scores [N, H, Q] under the mask, value [N, H, D]) of every isolated token, in ``_names`` order."""
+    """(scores [N, H, Q] under the mask, value [N, H, D]) of every isolated token, in ``_joined`` order."""
     n, heads, q_len, _ = query.shape
     batch = torch.arange(n, device=query.device)
     found = []
-    for position, _ in _names(layout):
+    for position in _isolated_positions(layout):
         k = key[batch, :, position].repeat_interleave(groups, dim=1)  # [N, H, D]
         v = value[batch, :, position].repeat_interleave(groups, dim=1)
         scores = torch.einsum("nhqd,nhd->nhq", query.float(), k.float()) * scale
