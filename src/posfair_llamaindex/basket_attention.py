@@ -236,6 +236,10 @@ def _additive_mask(attention_mask: Optional[Tensor], dtype: torch.dtype) -> Opti
     for axis in range(3):  # expanded views: keep one copy of a repeated axis
         if mask.shape[axis] > 1 and mask.stride(axis) == 0:
             mask = mask.narrow(axis, 0, 1)
+    # an encoder's padding mask comes materialised over query rows that are all alike; one row of it is
+    # enough, and every basket then gathers [N, 1, 1, B] instead of [N, 1, Q, B]
+    if mask.shape[2] > 1 and torch.equal(mask, mask[:, :, :1].expand_as(mask)):
+        mask = mask[:, :, :1]
     if mask.dtype == torch.bool:
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, _NEG_INF)
     # transformers' float masks hide keys with the dtype's minimum; treat anything that low as hidden
