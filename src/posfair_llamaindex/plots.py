@@ -154,7 +154,12 @@ def segment_profiles(profiles: Sequence[tuple]) -> Figure:
     )
 
 
-def trade_off(rows: Sequence[dict], title: str = "") -> Figure:
+def trade_off(
+    rows: Sequence[dict],
+    title: str = "",
+    xlabel: str = "general retrieval: nDCG@10 change vs plain (points; right is better)",
+    ylabel: str = "PSI on the positional benchmark (lower is fairer)",
+) -> Figure:
     """Fairness against general quality: x = general nDCG@10 change vs plain, y = PSI, each point labelled by HM.
 
     ``rows`` come from :func:`posfair_llamaindex.eval.sweeps.tradeoff_rows`; single-vector and dual
@@ -190,8 +195,8 @@ def trade_off(rows: Sequence[dict], title: str = "") -> Figure:
                 f"{strength}HM {r['hm'][0]:.1f}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7
             )
     axis.axvline(0, color="black", linewidth=0.8)
-    axis.set_xlabel("general retrieval: nDCG@10 change vs plain (points; right is better)")
-    axis.set_ylabel("PSI on the positional benchmark (lower is fairer)")
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
     axis.set_title(title or "Fairness against general quality", fontsize=10)
     axis.legend(fontsize=8)
     return figure
@@ -220,4 +225,35 @@ def dump_effect(result: dict) -> Figure:
     right.bar(list(shares), list(shares.values()), color="#8172b3")
     right.set_ylabel("attention share (last layer)")
     right.set_title("where stopwords attend")
+    return figure
+
+
+def shuffle_losses(rows_by_benchmark: dict[str, list[dict]], title: str = "") -> Figure:
+    """nDCG@10 lost to shuffling the sentences, per configuration (bars) and benchmark (groups), with 95% intervals.
+
+    ``rows_by_benchmark`` maps a benchmark's name to :func:`posfair_llamaindex.eval.shuffle.loss_rows`.
+    """
+    benchmarks = list(rows_by_benchmark)
+    names = list(dict.fromkeys(r["name"] for rows in rows_by_benchmark.values() for r in rows))
+    width = 0.8 / max(len(names), 1)
+    figure = Figure(figsize=(max(6, 0.6 * len(benchmarks) * len(names) + 2), 4))
+    axis = figure.subplots()
+    for index, name in enumerate(names):
+        positions, points, low, high = [], [], [], []
+        for group, benchmark in enumerate(benchmarks):
+            row = next((r for r in rows_by_benchmark[benchmark] if r["name"] == name), None)
+            if row is None:
+                continue
+            point, lower, upper = row["ndcg_at_10_loss"]
+            positions.append(group + (index - (len(names) - 1) / 2) * width)
+            points.append(point)
+            low.append(point - lower)
+            high.append(upper - point)
+        axis.bar(positions, points, width, yerr=[low, high], capsize=3, label=name, color=f"C{index}")
+    axis.axhline(0, color="black", linewidth=0.8)
+    axis.set_xticks(range(len(benchmarks)))
+    axis.set_xticklabels(benchmarks, fontsize=8)
+    axis.set_ylabel("nDCG@10 loss, ordered − shuffled (points)")
+    axis.set_title(title or "What shuffling the sentences costs (lower = less reliant on order)", fontsize=10)
+    axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: bars reach any height
     return figure

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from posfair_llamaindex.cli.options import (
+    CliError,
     calibration_from_args,
     calibration_options,
     chunker_options,
@@ -71,6 +72,16 @@ def register(commands) -> None:
         help=f"comma list of {', '.join(NAMED_CONFIGS)}; 'custom' uses --variant/--strength/... (%(default)s)",
     )
     dual_group(evaluate)
+    shuffle = evaluate.add_argument_group("shuffled-sentence test")
+    shuffle.add_argument(
+        "--shuffle-sentences",
+        action="store_true",
+        help="also encode every document with its sentences in a random order and report the loss in nDCG@10 "
+        "and Recall@10 against the ordered documents, per configuration",
+    )
+    shuffle.add_argument(
+        "--shuffle-seed", type=int, default=None, help="with --shuffle-sentences: the sentence-order seed (0)"
+    )
     evaluate.set_defaults(handler=run_eval)
 
     sweep = commands.add_parser(
@@ -349,13 +360,55 @@ def _run(args, model: str, configs, benchmark, stem):
 
 
 def run_eval(args) -> int:
+    if args.shuffle_seed is not None and not args.shuffle_sentences:
+        raise CliError("--shuffle-seed is used by --shuffle-sentences only")
     model = _model(args)
     configs = _configs(args, model)
     tokenizer = _tokenizer(model)
+    losses: dict[str, list] = {}
     for benchmark in _benchmarks(args, tokenizer):
         stem = benchmark.name.split(" (")[0].lower().replace(" ", "-").replace("(", "").replace(")", "")
-        _run(args, model, configs, benchmark, f"{stem}-{args.pooling or 'model-pooling'}")
+        stem = f"{stem}-{args.pooling or 'model-pooling'}"
+        ordered = _run(args, model, configs, benchmark, stem)
+        if args.shuffle_sentences:
+            losses[benchmark.name] = _shuffle_loss(args, model, configs, ordered, stem)
+    if len(losses) > 1:
+        from posfair_llamaindex import plots
+
+        chart = plots.save_png(
+            plots.shuffle_losses(losses), Path(args.out) / f"shuffle-loss-{args.pooling or 'model-pooling'}.png"
+        )
+        print(f"wrote {chart}")
     return 0
+
+
+def _shuffle_loss(args, model: str, configs, ordered, stem: str) -> list:
+    """Run the configs on the benchmark with shuffled sentences; write and print the loss against ``ordered``."""
+    from posfair_llamaindex import plots
+    from posfair_llamaindex.eval.report import display_name
+    from posfair_llamaindex.eval.shuffle import loss_markdown, loss_report, loss_rows, shuffle_sentences
+
+    seed = args.shuffle_seed or 0
+    shuffled = shuffle_sentences(ordered.benchmark, seed)
+    settings = shuffled.settings
+    print(
+        f"shuffled sentences (seed {seed}); kept as they were: {settings['single_sentence_documents']} "
+        f"single-sentence and {settings['order_kept_documents']} order-kept documents"
+    )
+    after = _run(args, model, configs, shuffled, f"{stem}-shuffled")
+    rows = loss_rows(ordered, after, samples=args.bootstrap)
+    heading = (
+        f"**{ordered.benchmark.describe()}**, model `{display_name(model)}`: ordered vs sentences shuffled "
+        f"(seed {seed}); paired bootstrap 95% intervals over queries."
+    )
+    table = loss_markdown(rows, heading)
+    out = Path(args.out)
+    (out / f"{stem}-shuffle-loss.md").write_text(table + "\n")
+    (out / f"{stem}-shuffle-loss.json").write_text(json.dumps(loss_report(ordered, after, rows), indent=2) + "\n")
+    chart = plots.save_png(plots.shuffle_losses({ordered.benchmark.name: rows}), out / f"{stem}-shuffle-loss.png")
+    print(table)
+    print(f"wrote {out / f'{stem}-shuffle-loss.md'}, {out / f'{stem}-shuffle-loss.json'}, {chart}")
+    return rows
 
 
 def run_sweep(args) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -89,14 +89,19 @@ def evaluate(
     bootstrap_samples: int = 1000,
     show_progress: bool = True,
     k: int = 10,
+    encoders: Optional[Mapping[Optional[str], PosFairEncoder]] = None,
 ) -> EvalRun:
-    """Embed the benchmark's documents under every config and score every query; see :class:`EvalRun`."""
+    """Embed the benchmark's documents under every config and score every query; see :class:`EvalRun`.
+
+    ``encoders`` are models the caller already loaded, keyed by the configurations' ``pooling`` (None: the
+    model's own), so that they are not loaded again.
+    """
     if not configs:
         raise ValueError("give at least one configuration")
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ValueError(f"configuration names must be unique: {names}")
-    encoders: dict[Optional[str], PosFairEncoder] = {}
+    encoders = dict(encoders or {})
     query_vectors: dict[str, list[np.ndarray]] = {}
     query_seconds: dict[str, float] = {}
     memo: dict = {}  # document vectors computed in this run, shared by the configs that need them

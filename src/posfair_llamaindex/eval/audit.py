@@ -1,0 +1,242 @@
+"""The label-free position audit: how position-biased a user's own corpus is, and which setting fixes it.
+
+Pseudo-queries from the corpus's own sentences (:mod:`~posfair_llamaindex.eval.pseudo_queries`) go through
+the labelled benchmarks' runner, so every configuration is scored the same way: nDCG@10 per position group,
+HM, PSI and bootstrap intervals, and HM and PSI paired against plain over the same pseudo-queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.embedding import DUAL_DEFAULTS
+from posfair_llamaindex.encoder import PosFairEncoder
+from posfair_llamaindex.eval.data import Benchmark
+from posfair_llamaindex.eval.metrics import paired_summary_difference
+from posfair_llamaindex.eval.pseudo_queries import DESIGNS, CorpusScreen, pseudo_query_benchmark
+from posfair_llamaindex.eval.runner import EvalConfig, EvalRun, evaluate
+
+AUDIT_STRENGTHS = (0.25, 0.5, 0.75, 1.0)
+
+
+@dataclass
+class AuditReport:
+    model: str
+    pooling: str
+    screen: CorpusScreen
+    benchmark: Benchmark
+    run: EvalRun
+    rows: list[dict]
+
+
+def audit_configs(
+    pooling: Optional[str],
+    resolved_pooling: str,
+    base: Optional[CalibrationConfig] = None,
+    strengths: Sequence[float] = AUDIT_STRENGTHS,
+    dual: bool = True,
+) -> list[EvalConfig]:
+    """Plain, the calibrated vector at each strength, and dual mode with its defaults for the model's pooling."""
+    base = base or CalibrationConfig()
+    configs = [EvalConfig.plain(pooling)]
+    for strength in strengths:
+        if not 0.0 < strength <= 1.0:
+            raise ValueError(f"audit strengths must be in (0, 1], got {strength}")
+        calibration = base.model_copy(update={"strength": float(strength)})
+        configs.append(EvalConfig(f"calibrated {strength:g}", calibration=calibration, pooling=pooling))
+    if dual:
+        defaults = DUAL_DEFAULTS[resolved_pooling]
+        calibration = base.model_copy(update={"strength": defaults["strength"]})
+        name = f"dual {defaults['fusion']} {defaults['strength']:g}"
+        configs.append(
+            EvalConfig(name, mode="dual", calibration=calibration, fusion=defaults["fusion"], pooling=pooling)
+        )
+    return configs
+
+
+def audit_texts(
+    texts: Mapping[str, str],
+    model: str,
+    *,
+    configs: Optional[Sequence[EvalConfig]] = None,
+    calibration: Optional[CalibrationConfig] = None,
+    strengths: Sequence[float] = AUDIT_STRENGTHS,
+    design: str = DESIGNS[0],
+    max_documents: int = 300,
+    seed: int = 0,
+    pooling: Optional[str] = None,
+    max_length: Optional[int] = None,
+    batch_size: int = 16,
+    device: Optional[str] = None,
+    dtype: Optional[str] = None,
+    trust_remote_code: bool = False,
+    cache_dir: Optional[Path] = None,
+    bootstrap_samples: int = 1000,
+    show_progress: bool = True,
+    encoder: Optional[PosFairEncoder] = None,
+    dual: bool = True,
+) -> AuditReport:
+    """Audit documents (id -> text) under ``configs`` (default: :func:`audit_configs`); see :class:`AuditReport`.
+
+    ``encoder`` is a model already loaded with ``pooling`` (the CLI has one from splitting files into nodes).
+    """
+    if encoder is None:
+        encoder = PosFairEncoder(
+            model,
+            pooling=pooling,
+            max_length=max_length,
+            device=device,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+        )
+    base = calibration or CalibrationConfig()
+    if configs is None:
+        configs = audit_configs(pooling, encoder.pooling, base, strengths, dual)
+    if not any(c.mode == "plain" for c in configs):
+        raise ValueError("an audit compares with plain: include a plain configuration")
+    # a document must span two baskets of every calibrated configuration, or calibration leaves it alone
+    basket = max(
+        (c.calibration.basket_size for c in configs if c.mode in ("calibrated", "dual")), default=base.basket_size
+    )
+    benchmark, screen = pseudo_query_benchmark(
+        texts,
+        encoder.tokenizer,
+        min_tokens=basket,
+        max_tokens=encoder.content_limit - _prompt_tokens(encoder),
+        max_documents=max_documents,
+        design=design,
+        seed=seed,
+    )
+    run = evaluate(
+        benchmark,
+        configs,
+        model=model,
+        max_length=max_length,
+        batch_size=batch_size,
+        device=device,
+        dtype=dtype,
+        trust_remote_code=trust_remote_code,
+        cache_dir=cache_dir,
+        bootstrap_samples=bootstrap_samples,
+        show_progress=show_progress,
+        encoders={pooling: encoder},
+    )
+    return AuditReport(model, encoder.pooling, screen, benchmark, run, audit_rows(run, bootstrap_samples))
+
+
+def _prompt_tokens(encoder: PosFairEncoder) -> int:
+    prompts = encoder.files.prompts
+    prompt = prompts.get("document", prompts.get("passage", ""))
+    return len(encoder.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
+
+
+def audit_rows(run: EvalRun, bootstrap_samples: int = 1000) -> list[dict]:
+    """One JSON-ready row per configuration: its scores, and HM, PSI and nDCG@10 paired against plain."""
+    groups = list(run.benchmark.groups)
+    plain = next(r for r in run.results if r.config.mode == "plain")
+    rows = []
+    for result in run.results:
+        c = result.config
+        row: dict[str, Any] = {
+            "name": c.name,
+            "mode": c.mode,
+            "strength": None if c.mode in ("plain", "sea") else c.calibration.strength,
+            "variant": None if c.mode in ("plain", "sea") else c.calibration.variant,
+            "fusion": c.fusion,
+            "pooling": result.pooling,
+            "fingerprint": result.fingerprint,
+            "hm": list(result.summary["hm"]),
+            "psi": list(result.summary["psi"]),
+            "groups": {g: list(result.summary[f"group:{g}"]) for g in groups},
+            "ndcg": list(result.summary["aggregate"]),
+            "recall": list(result.recall_summary["aggregate"]),
+            "hm_vs_plain": None,
+            "psi_vs_plain": None,
+            "ndcg_vs_plain": None,
+        }
+        if result is not plain:
+            paired = paired_summary_difference(result.ndcg, plain.ndcg, groups, samples=max(bootstrap_samples, 1))
+            row["hm_vs_plain"] = [v * 100 for v in paired["hm"]]
+            row["psi_vs_plain"] = list(paired["psi"])
+            row["ndcg_vs_plain"] = [v * 100 for v in paired["aggregate"]]
+        rows.append(row)
+    return rows
+
+
+def recommend(rows: Sequence[dict]) -> dict:
+    """The configuration to use on this corpus, and why: the highest HM that beats plain beyond noise.
+
+    HM rewards lifting the worst position group without giving up the others, which is the goal; a gain
+    counts only when its paired interval over the same pseudo-queries lies above zero.
+    """
+    plain = next(r for r in rows if r["mode"] == "plain")
+    others = [r for r in rows if r["mode"] != "plain"]
+    if not others:
+        raise ValueError("nothing to recommend: the audit ran plain only")
+    best = max(others, key=lambda r: r["hm"][0])
+    gain = best["hm_vs_plain"]
+    worst = min(plain["groups"], key=lambda g: plain["groups"][g][0])
+    if gain[1] <= 0:
+        return {
+            "name": "plain",
+            "mode": "plain",
+            "strength": None,
+            "reason": (
+                f"no configuration raises HM beyond noise: the best, {best['name']}, changes it by {gain[0]:+.2f} "
+                f"[{gain[1]:+.2f}, {gain[2]:+.2f}]; plain PSI is {plain['psi'][0]:.3f} (its {worst} group scores "
+                f"{plain['groups'][worst][0]:.1f}), so this corpus needs no calibration"
+            ),
+        }
+    moved = best["groups"][worst][0] - plain["groups"][worst][0]
+    return {
+        "name": best["name"],
+        "mode": best["mode"],
+        "strength": best["strength"],
+        "reason": (
+            f"highest HM: {best['hm'][0]:.1f} against plain's {plain['hm'][0]:.1f} (paired {gain[0]:+.2f} "
+            f"[{gain[1]:+.2f}, {gain[2]:+.2f}]); PSI {plain['psi'][0]:.3f} -> {best['psi'][0]:.3f}; plain's weakest "
+            f"group ({worst}) moves {moved:+.1f} points"
+        ),
+    }
+
+
+def audit_markdown(report: AuditReport) -> str:
+    """The audit's table: per-group nDCG@10, HM, PSI, and the paired changes against plain (x100, PSI as a ratio)."""
+    head = ["config", "begin", "middle", "end", "HM", "PSI", "Δ HM vs plain", "Δ PSI vs plain", "nDCG@10", "Δ nDCG@10"]
+    lines = [
+        f"**{report.benchmark.describe()}**; {report.screen.describe()}. Pseudo-query nDCG@10 ×100 with 95% "
+        "bootstrap intervals; Δ columns are paired over the same pseudo-queries.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+
+    def cell(values, digits=1):
+        return "-" if values is None else f"{values[0]:.{digits}f} [{values[1]:.{digits}f}, {values[2]:.{digits}f}]"
+
+    def signed(values, digits=2):
+        return "-" if values is None else f"{values[0]:+.{digits}f} [{values[1]:+.{digits}f}, {values[2]:+.{digits}f}]"
+
+    for r in report.rows:
+        groups = [f"{r['groups'][g][0]:.1f}" for g in report.benchmark.groups]
+        cells = [
+            r["name"],
+            *groups,
+            cell(r["hm"]),
+            cell(r["psi"], 3),
+            signed(r["hm_vs_plain"]),
+            signed(r["psi_vs_plain"], 3),
+            f"{r['ndcg'][0]:.1f}",
+            signed(r["ndcg_vs_plain"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def chart_rows(rows: Sequence[dict]) -> list[dict]:
+    """The rows in the shape of ``sweep dual``'s trade-off chart, the audit's own nDCG@10 change on the x axis."""
+    return [{**r, "general_delta": r["ndcg_vs_plain"] or [0.0, 0.0, 0.0]} for r in rows]

@@ -1,0 +1,118 @@
+"""posfair audit on a folder (the shipped examples) and on a collection written by posfair ingest."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from posfair_llamaindex.cli import main
+from tests.eval.test_pseudo_queries import corpus
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "docs"
+FAST = ["--max-documents", "20", "--bootstrap", "20", "--basket-size", "16"]
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_audit_of_the_shipped_examples_prints_json_and_writes_the_report(capsys, tmp_path):
+    code, out, err = run(
+        capsys,
+        "audit",
+        EXAMPLES,
+        "--pooling",
+        "first",
+        "--strengths",
+        "1",
+        "--no-dual",
+        "--json",
+        "--recommend",
+        "--out",
+        tmp_path,
+        *FAST,
+    )
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["mode"], r["strength"]) for r in rows] == [("plain", None), ("calibrated", 1.0)]
+    for row in rows:
+        assert {"hm", "psi", "groups", "ndcg", "recommended"} <= set(row)
+        assert set(row["groups"]) == {"begin", "middle", "end"} and len(row["hm"]) == 3
+    assert sum(r["recommended"] for r in rows) == 1
+    saved = json.loads((tmp_path / "audit-first.json").read_text())
+    assert saved["rows"] == rows and saved["recommendation"]["reason"]
+    assert "20 long enough to audit" not in saved["corpus"]  # 40 shipped documents, 20 sampled
+    assert (tmp_path / "audit-first.png").stat().st_size > 10_000
+    assert "| plain |" in (tmp_path / "audit-first.md").read_text()
+
+
+def test_audit_of_a_collection_uses_the_tag_and_the_stored_node_texts(capsys, tmp_path, tiny_model_dir):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, text in corpus(24).items():
+        (folder / f"{name}.txt").write_text(text)
+    qdrant = tmp_path / "qdrant"
+    code, _, err = run(
+        capsys,
+        "ingest",
+        folder,
+        "--collection",
+        "mine",
+        "--qdrant-path",
+        qdrant,
+        "--model",
+        tiny_model_dir("bert"),
+        "--basket-size",
+        "16",
+    )
+    assert code == 0, err
+    # no --model: the encoder comes from the collection's tag
+    code, out, err = run(
+        capsys,
+        "audit",
+        "--collection",
+        "mine",
+        "--qdrant-path",
+        qdrant,
+        "--strengths",
+        "0.5",
+        "--out",
+        tmp_path / "out",
+        *FAST,
+    )
+    assert code == 0, err
+    assert "pseudo-queries (drop-words, 20 documents)" in out and "24 long enough to audit" in out
+    assert "| dual max 1 |" in out and "| calibrated 0.5 |" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "give PATHs to audit, or --collection NAME"),
+        ([str(EXAMPLES), "--collection", "x"], "not both"),
+        ([str(EXAMPLES), "--max-documents", "5"], "--max-documents must be at least 20"),
+        ([str(EXAMPLES), "--strengths", "0.5,1.5"], r"--strengths must be numbers in \(0, 1\]"),
+        ([str(EXAMPLES), "--strengths", "half"], "comma list of numbers"),
+        (["--collection", "x", "--node-tokens", "64"], "--node-tokens splits PATHs"),
+    ],
+)
+def test_bad_options_are_refused_before_any_model_loads(capsys, argv, message):
+    code, _, err = run(capsys, "audit", *argv)
+    assert code == 1
+    assert re.search(message, err), err
+
+
+def test_a_missing_collection_and_a_corpus_too_small_are_named(capsys, tmp_path, tiny_model_dir):
+    code, _, err = run(capsys, "audit", "--collection", "nope", "--qdrant-path", tmp_path / "q")
+    assert code == 1 and "collection 'nope' does not exist" in err
+    small = tmp_path / "small"
+    small.mkdir()
+    for name, text in list(corpus(5).items()):
+        (small / f"{name}.txt").write_text(text)
+    code, _, err = run(capsys, "audit", small, "--model", tiny_model_dir("bert"), "--basket-size", "16")
+    assert code == 1 and "too few documents to audit: 5 document(s): 5 long enough" in err
