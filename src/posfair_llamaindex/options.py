@@ -15,6 +15,8 @@ Fusion = Literal["max", "rrf", "sum"]
 DType = Literal["float32", "float16", "bfloat16"]
 ChunkerKind = Literal["semantic", "sentence", "recursive", "token"]
 PaddingSide = Literal["right", "left"]
+# the audit's pseudo-query designs; drop-words first, the default (RESULTS.md §14)
+AuditDesign = Literal["drop-words", "ict"]
 
 POOLINGS: tuple = get_args(Pooling)
 VARIANTS: tuple = get_args(Variant)
@@ -23,9 +25,13 @@ FUSIONS: tuple = get_args(Fusion)
 DTYPES: tuple = get_args(DType)
 CHUNKERS: tuple = get_args(ChunkerKind)
 PADDING_SIDES: tuple = get_args(PaddingSide)
+AUDIT_DESIGNS: tuple = get_args(AuditDesign)
 
 # SEA's chunk size when none is given: the paper's basket size, so SEA and calibration share a granularity
 DEFAULT_CHUNK_TOKENS = 128
 
 # Reciprocal-rank fusion constant, as Qdrant counts it: a hit at 0-based rank r adds 1 / (RRF_K + r)
 RRF_K = 60
+
+# the calibrated strengths a position audit scores when none are given
+AUDIT_STRENGTHS = (0.25, 0.5, 0.75, 1.0)

@@ -14,8 +14,7 @@ from posfair_llamaindex.cli.options import (
     open_client,
     store_options,
 )
-from posfair_llamaindex.eval.audit import AUDIT_STRENGTHS
-from posfair_llamaindex.eval.pseudo_queries import DESIGNS
+from posfair_llamaindex.options import AUDIT_DESIGNS, AUDIT_STRENGTHS
 
 # points read from a collection per audited document: enough to sample from, bounded for huge collections
 SCAN_PER_DOCUMENT = 10
@@ -43,7 +42,9 @@ def register(commands) -> None:
         help="calibrated strengths to score (%(default)s)",
     )
     audit.add_argument("--no-dual", action="store_true", help="leave dual mode out")
-    audit.add_argument("--design", choices=DESIGNS, default=DESIGNS[0], help="pseudo-query design (%(default)s)")
+    audit.add_argument(
+        "--design", choices=AUDIT_DESIGNS, default=AUDIT_DESIGNS[0], help="pseudo-query design (%(default)s)"
+    )
     audit.add_argument("--recommend", action="store_true", help="suggest a mode and strength, and say why")
     audit.add_argument("--json", action="store_true", help="print the table as JSON, one object per configuration")
     audit.add_argument("--out", default="posfair_audit", help="folder for markdown, JSON and PNG (%(default)s)")

@@ -19,8 +19,7 @@ from posfair_llamaindex.eval.data import Benchmark
 from posfair_llamaindex.eval.metrics import paired_summary_difference
 from posfair_llamaindex.eval.pseudo_queries import DESIGNS, CorpusScreen, pseudo_query_benchmark
 from posfair_llamaindex.eval.runner import EvalConfig, EvalRun, evaluate
-
-AUDIT_STRENGTHS = (0.25, 0.5, 0.75, 1.0)
+from posfair_llamaindex.options import AUDIT_STRENGTHS
 
 
 @dataclass

@@ -24,9 +24,9 @@ from typing import Optional
 
 from posfair_llamaindex.eval.data import GROUPS, Benchmark, Query, RetrievalTask
 from posfair_llamaindex.eval.sentences import Sentence, split_sentences, without
+from posfair_llamaindex.options import AUDIT_DESIGNS
 
-# drop-words first: it is the default, the design whose rankings agreed best with the labels (RESULTS.md §14)
-DESIGNS = ("drop-words", "ict")
+DESIGNS = AUDIT_DESIGNS
 # a pseudo-query needs enough words to identify its document at all
 MIN_QUERY_WORDS = 6
 # with fewer candidates than this, a top-10 ranking says little: the audit refuses instead of guessing
