@@ -131,3 +131,15 @@ def test_bad_settings_and_inputs(tokenizer):
 def test_texts_of_a_rotated_benchmark_are_its_first_rotation(tokenizer):
     benchmark, _ = build(corpus(24), tokenizer, design="ict")
     assert texts_of(benchmark) == benchmark.tasks[0].documents
+
+
+def test_the_same_corpus_under_other_ids_gets_the_same_queries(tokenizer):
+    """Ids are file paths or uuids of them: moving a corpus must not change what the audit asks."""
+    texts = corpus(30)
+    moved = {f"/elsewhere/{doc_id[::-1]}": text for doc_id, text in texts.items()}
+    for design in ("drop-words", "ict"):
+        here, _ = build(texts, tokenizer, max_documents=25, design=design)
+        there, _ = build(moved, tokenizer, max_documents=25, design=design)
+        assert sorted(q.text for t in here.tasks for q in t.queries) == sorted(
+            q.text for t in there.tasks for q in t.queries
+        )

@@ -17,6 +17,7 @@ metrics and reports apply unchanged.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -116,6 +117,9 @@ def pseudo_query_benchmark(
             f"too few documents to audit: {screen.describe()}; the audit needs at least {min_documents} "
             "auditable documents (a top-10 ranking among fewer says little)"
         )
+    # drawn in the order of the texts' hashes: ids are paths or uuids of paths, and a corpus must sample
+    # alike wherever it lies
+    candidates.sort(key=_text_key)
     sampled = sorted(random.Random(seed).sample(candidates, min(max_documents, len(candidates))), key=_doc_id)
     screen.sampled = len(sampled)
     picks = {c.doc_id: _pick(c, seed) for c in sampled}
@@ -129,7 +133,7 @@ def pseudo_query_benchmark(
         ]
     else:
         queries = [
-            Query(f"{c.doc_id}#{g}", _drop_half(picks[c.doc_id][g].text, seed, c.doc_id, g), frozenset([c.doc_id]), g)
+            Query(f"{c.doc_id}#{g}", _drop_half(picks[c.doc_id][g].text, seed, g), frozenset([c.doc_id]), g)
             for g in GROUPS
             for c in sampled
         ]
@@ -141,6 +145,14 @@ def pseudo_query_benchmark(
 
 def _doc_id(candidate: _Candidate) -> str:
     return candidate.doc_id
+
+
+def _text_key(candidate: _Candidate) -> str:
+    return _text_hash(candidate.text)
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _token_starts(tokenizer, text: str) -> list[int]:
@@ -165,17 +177,16 @@ def _sentences_by_third(text: str, starts: list[int]) -> dict[str, list[Sentence
 
 
 def _pick(candidate: _Candidate, seed: int) -> dict[str, Sentence]:
-    """One sentence per third, drawn per document: the same document gets the same queries in any sample."""
-    rng = random.Random(f"{seed}:{candidate.doc_id}")
+    """One sentence per third, drawn per text: a document gets the same queries in any sample and under any id."""
+    rng = random.Random(f"{seed}:{_text_hash(candidate.text)}")
     return {g: rng.choice(candidate.per_group[g]) for g in GROUPS}
 
 
-def _drop_half(sentence: str, seed: int, doc_id: str, group: str) -> str:
+def _drop_half(sentence: str, seed: int, group: str) -> str:
     """The sentence with ``floor(n / 2)`` of its ``n`` words dropped at random, the rest in their order."""
     words = sentence.split()
-    keep = sorted(
-        random.Random(f"{seed}:{doc_id}:{group}:words").sample(range(len(words)), len(words) - len(words) // 2)
-    )
+    rng = random.Random(f"{seed}:{_text_hash(sentence)}:{group}:words")
+    keep = sorted(rng.sample(range(len(words)), len(words) - len(words) // 2))
     return " ".join(words[i] for i in keep)
 
 
