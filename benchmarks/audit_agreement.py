@@ -28,7 +28,7 @@ from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder
 from posfair_llamaindex.eval import data
 from posfair_llamaindex.eval.audit import audit_rows, audit_texts, recommend
-from posfair_llamaindex.eval.metrics import summarise
+from posfair_llamaindex.eval.metrics import _interval, _resample, summarise
 from posfair_llamaindex.eval.pseudo_queries import DESIGNS, texts_of
 from posfair_llamaindex.eval.runner import EvalConfig, evaluate
 from posfair_llamaindex.plots import save_png
@@ -68,29 +68,29 @@ def _scores(per_query: dict, groups, picks=None) -> tuple[float, float]:
 
 
 def agreement(labelled, audited, samples: int, seed: int = 0) -> dict:
-    """Kendall's tau of HM and of PSI over the configurations, audit against labels, with bootstrap intervals."""
+    """Kendall's tau of HM and of PSI over the configurations, audit against labels, with bootstrap intervals.
+
+    The two sides hold different queries, so each is resampled within its own groups (one draw's indices
+    serve every configuration of a side, which keeps the configurations paired).
+    """
     groups = list(labelled.benchmark.groups)
     pairs = list(zip(labelled.results, audited.results, strict=True))
-    label_points = [_scores(r.ndcg, groups) for r, _ in pairs]
-    audit_points = [_scores(a.ndcg, groups) for _, a in pairs]
-    result = {}
-    rng = np.random.default_rng(seed)
-    label_sizes = {g: len(pairs[0][0].ndcg[g]) for g in groups}
-    audit_sizes = {g: len(pairs[0][1].ndcg[g]) for g in groups}
-    draws = {"hm": [], "psi": []}
-    for _ in range(samples):
-        label_picks = {g: rng.integers(0, n, n) for g, n in label_sizes.items()}
-        audit_picks = {g: rng.integers(0, n, n) for g, n in audit_sizes.items()}
+
+    def taus(picks=None) -> dict[str, float]:
+        label_picks = None if picks is None else {g: picks[("label", g)] for g in groups}
+        audit_picks = None if picks is None else {g: picks[("audit", g)] for g in groups}
         labels = [_scores(r.ndcg, groups, label_picks) for r, _ in pairs]
         audits = [_scores(a.ndcg, groups, audit_picks) for _, a in pairs]
+        found = {}
         for index, key in enumerate(("hm", "psi")):
             tau = kendalltau([v[index] for v in labels], [v[index] for v in audits]).statistic
-            draws[key].append(0.0 if np.isnan(tau) else tau)
-    for index, key in enumerate(("hm", "psi")):
-        tau = kendalltau([v[index] for v in label_points], [v[index] for v in audit_points]).statistic
-        low, high = np.percentile(draws[key], [2.5, 97.5])
-        result[key] = (float(tau), float(low), float(high))
-    return result
+            found[key] = 0.0 if np.isnan(tau) else float(tau)
+        return found
+
+    sizes = {("label", g): len(pairs[0][0].ndcg[g]) for g in groups}
+    sizes.update({("audit", g): len(pairs[0][1].ndcg[g]) for g in groups})
+    draws = _resample(sizes, taus, samples, seed)
+    return {key: (value, *_interval(draws[key], 0.95)) for key, value in taus().items()}
 
 
 def audit_choices(rows: list[dict]) -> list[dict]:

@@ -9,10 +9,12 @@ from posfair_llamaindex.cli.options import (
     MODEL_OPTIONS,
     CliError,
     calibration_options,
+    comma_floats,
     embedding_from_args,
     model_options,
     open_client,
     store_options,
+    tag_settings,
 )
 from posfair_llamaindex.options import AUDIT_DESIGNS, AUDIT_STRENGTHS
 
@@ -55,10 +57,7 @@ def register(commands) -> None:
 
 
 def _strengths(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise CliError(f"--strengths must be a comma list of numbers, got {text!r}") from None
+    values = comma_floats(text, "--strengths")
     if not values or any(not 0.0 < v <= 1.0 for v in values):
         raise CliError(f"--strengths must be numbers in (0, 1], got {text!r}")
     return values
@@ -79,7 +78,6 @@ def _check(args) -> None:
 
 def _collection_texts(args):
     """The collection's node texts, and the model settings its tag records unless model options were given."""
-    from posfair_llamaindex.embedding import settings_from_tag
     from posfair_llamaindex.qdrant import collection_tag
     from posfair_llamaindex.qdrant.texts import node_texts
 
@@ -89,9 +87,7 @@ def _collection_texts(args):
     tag = collection_tag(client.get_collection(args.collection))
     base = None
     if tag is not None and not any(getattr(args, name) is not None for name in MODEL_OPTIONS):
-        base = settings_from_tag(tag)
-        if base["model"] and Path(base["model"]).is_absolute() and not Path(base["model"]).exists():
-            raise CliError(f"the model recorded in the tag ({base['model']}) is not on this machine; pass --model")
+        base = tag_settings(tag)
         # the audit compares modes and strengths itself: only what identifies the model carries over
         base = {key: value for key, value in base.items() if key not in ("mode", "fusion", "calibration", "chunker")}
     try:

@@ -152,6 +152,23 @@ def chunker_settings(args) -> dict[str, Any]:
     return settings
 
 
+def comma_floats(text: str, option: str) -> list:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise CliError(f"{option} must be a comma list of numbers, got {text!r}") from None
+
+
+def tag_settings(tag: dict[str, Any]) -> dict[str, Any]:
+    """The embedding settings a collection's tag records, refused when its model is not on this machine."""
+    from posfair_llamaindex.embedding import settings_from_tag
+
+    base = settings_from_tag(tag)
+    if base["model"] and Path(base["model"]).is_absolute() and not Path(base["model"]).exists():
+        raise CliError(f"the model recorded in the tag ({base['model']}) is not on this machine; pass --model")
+    return base
+
+
 def encoder_options_given(args) -> bool:
     """True when any option that changes what the document vectors mean was given."""
     names = MODEL_OPTIONS + DOCUMENT_OPTIONS + CALIBRATION_OPTIONS

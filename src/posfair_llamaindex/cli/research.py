@@ -12,6 +12,7 @@ from posfair_llamaindex.cli.options import (
     calibration_options,
     chunker_options,
     chunker_settings,
+    comma_floats,
     model_options,
     quiet_transformers,
     resolve_model,
@@ -188,13 +189,6 @@ def dual_group(parser) -> None:
     )
 
 
-def _comma_floats(text: str, option: str) -> list:
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"{option} must be a comma list of numbers, got {text!r}") from None
-
-
 def _fusions(text: str) -> list:
     chosen = [f.strip() for f in text.split(",") if f.strip()]
     unknown = [f for f in chosen if not is_fusion(f)]
@@ -205,7 +199,7 @@ def _fusions(text: str) -> list:
 
 def _dual_strengths(args, model: str) -> list:
     if args.dual_strengths:
-        return _comma_floats(args.dual_strengths, "--dual-strengths")
+        return comma_floats(args.dual_strengths, "--dual-strengths")
     from posfair_llamaindex.embedding import DUAL_DEFAULTS
     from posfair_llamaindex.model_files import read_sentence_transformer_files, resolve_local_folder
 
@@ -440,7 +434,7 @@ def run_dual_sweep(args) -> int:
     from posfair_llamaindex.eval.sweeps import dual_configs, tradeoff_findings, tradeoff_markdown, tradeoff_rows
 
     model = _model(args)
-    strengths = _comma_floats(args.strengths, "--strengths")
+    strengths = comma_floats(args.strengths, "--strengths")
     configs = dual_configs(args.pooling, strengths, _fusions(args.fusion), base=calibration_from_args(args))
     squad = _squad(args, _tokenizer(model))
     pooling = args.pooling or "model-pooling"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 from posfair_llamaindex.cli.options import (
     CliError,
@@ -18,6 +17,7 @@ from posfair_llamaindex.cli.options import (
     model_options,
     open_client,
     store_options,
+    tag_settings,
 )
 from posfair_llamaindex.distributed import defaults as ray_defaults
 
@@ -292,7 +292,6 @@ def _print_skipped(skipped) -> None:
 def run_query(args) -> int:
     from llama_index.core import VectorStoreIndex
 
-    from posfair_llamaindex.embedding import settings_from_tag
     from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
 
     if args.top_k < 1:
@@ -303,9 +302,7 @@ def run_query(args) -> int:
     tag = collection_tag(client.get_collection(args.collection))
     if tag is None:
         raise CliError(f"collection {args.collection!r} has no posfair tag; it was not written by posfair")
-    base = None if encoder_options_given(args) else settings_from_tag(tag)
-    if base is not None and base["model"] and Path(base["model"]).is_absolute() and not Path(base["model"]).exists():
-        raise CliError(f"the model recorded in the tag ({base['model']}) is not on this machine; pass --model")
+    base = None if encoder_options_given(args) else tag_settings(tag)
     embed_model = embedding_from_args(args, base)
     store = tagged_vector_store(client, args.collection, embed_model)
     index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)

@@ -119,8 +119,10 @@ def _token_count(tokenizer, text: str) -> int:
     return len(tokenizer(text, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])
 
 
-def _group_of(fraction: float) -> str:
-    return GROUPS[min(2, int(fraction * 3))]
+def group_at(starts: Sequence[int], char: int) -> str:
+    """The third of a text (in tokens) holding character ``char``; ``starts`` are its tokens' start offsets."""
+    token = max(0, bisect.bisect_right(starts, char) - 1)  # the token holding that character
+    return GROUPS[min(2, int(token / len(starts) * 3))]
 
 
 def _pack(items: Sequence[str], fits) -> list[list[int]]:
@@ -272,7 +274,6 @@ def _grouped_questions(doc_id, text, paragraphs, tokenizer) -> list[tuple[Query,
     """
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
     starts = [span[0] for span in encoded["offset_mapping"]]
-    total = len(starts)
     queries, offset = [], 0
     for paragraph in paragraphs:
         for qa in paragraph["qas"]:
@@ -281,8 +282,7 @@ def _grouped_questions(doc_id, text, paragraphs, tokenizer) -> list[tuple[Query,
             char = offset + answer["answer_start"]
             if text[char : char + len(answer["text"])] != answer["text"]:
                 raise ValueError(f"answer offset of {qa['id']} does not point at its answer in {doc_id}")
-            token = max(0, bisect.bisect_right(starts, char) - 1)  # the token holding the answer's first char
-            query = Query(qa["id"], qa["question"], frozenset([doc_id]), _group_of(token / total))
+            query = Query(qa["id"], qa["question"], frozenset([doc_id]), group_at(starts, char))
             queries.append((query, unique))
         offset += len(paragraph["context"]) + len(SEPARATOR)
     return queries

@@ -16,14 +16,13 @@ metrics and reports apply unchanged.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from posfair_llamaindex.eval.data import GROUPS, Benchmark, Query, RetrievalTask
+from posfair_llamaindex.eval.data import GROUPS, Benchmark, Query, RetrievalTask, group_at
 from posfair_llamaindex.eval.sentences import Sentence, split_sentences, without
 from posfair_llamaindex.options import AUDIT_DESIGNS
 
@@ -170,9 +169,7 @@ def _sentences_by_third(text: str, starts: list[int]) -> dict[str, list[Sentence
     for sentence in sentences:
         if sentence.words < MIN_QUERY_WORDS:
             continue
-        middle = (sentence.start + sentence.end) // 2
-        token = max(0, bisect.bisect_right(starts, middle) - 1)
-        per_group[GROUPS[min(2, token * 3 // len(starts))]].append(sentence)
+        per_group[group_at(starts, (sentence.start + sentence.end) // 2)].append(sentence)
     return per_group
 
 
