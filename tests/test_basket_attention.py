@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from posfair_llamaindex.basket_attention import calibrated_all_rows
+from posfair_llamaindex.basket_attention import _row_independent_masks, calibrated_all_rows
 from posfair_llamaindex.calibration import RowLayout
 from posfair_llamaindex.config import CalibrationConfig
 from tests.reference import naive_calibrated_row
@@ -180,3 +180,26 @@ def test_half_precision_inputs_stay_close_to_float32(dtype):
     rows = valid[:, :, None].expand(n, width, 4)
     cosine = torch.nn.functional.cosine_similarity(half.float()[rows], full[rows], dim=-1)
     assert cosine.min() > 0.999
+
+
+def test_a_basket_that_hides_nothing_goes_to_the_kernel_without_a_mask():
+    # lengths 37 and 21, baskets of 8 from offset 0: the first two baskets are whole for both sequences,
+    # the third holds the shorter one's end, and causal rows always need their own masks
+    valid = batch("right")[:2]
+    n, width = valid.shape
+    layout = RowLayout.from_attention_mask(
+        valid.long(), basket_size=8, isolate_first=False, isolate_last=False, pooling_token=None
+    )
+    outside = torch.arange(width)[None, :] >= layout.content_len[:, None]
+    positions = layout.shared_start + torch.arange(layout.num_baskets * 8)[None, :]
+    key_positions = positions.expand(n, -1)
+    outside = torch.nn.functional.pad(outside, (0, positions.shape[1] - width), value=True)
+    masks = _row_independent_masks(None, outside, key_positions, False, (0, n), layout.num_baskets, 8)
+    assert masks[0] is None and masks[1] is None
+    assert masks[2] is not None and bool((masks[2][1] == float("-inf")).any())
+    assert all(mask is not None for mask in masks[2:])
+    additive = torch.zeros(n, 1, 1, width).masked_fill(~valid[:, None, None, :], float("-inf"))
+    assert _row_independent_masks(additive, outside, key_positions, False, (0, n), layout.num_baskets, 8)[0] is None
+    assert _row_independent_masks(None, outside, key_positions, True, (0, n), layout.num_baskets, 8) is None
+    per_row = torch.zeros(n, 1, width, width)
+    assert _row_independent_masks(per_row, outside, key_positions, False, (0, n), layout.num_baskets, 8) is None

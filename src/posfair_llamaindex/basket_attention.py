@@ -78,6 +78,7 @@ def calibrated_all_rows(
     rows = min(q_len, max(1, per_tile // seqs))
     for n0 in range(0, n, seqs):
         n1 = min(n, n0 + seqs)
+        shared_masks = _row_independent_masks(additive, outside, key_positions, is_causal, (n0, n1), nb, size)
         for q0 in range(0, q_len, rows):
             q1 = min(q_len, q0 + rows)
             sums = _GroupSums(query[n0:n1, :, q0:q1], value.shape[-1])
@@ -85,24 +86,31 @@ def calibrated_all_rows(
                 sums.add_isolated(score[n0:n1, :, q0:q1, None], v[n0:n1, :, None, :])
             query_positions = torch.arange(q0, q1, device=query.device)
             for b in range(nb):
-                span = slice(b * size, (b + 1) * size)
-                mask = _basket_mask(
-                    additive, outside, key_positions, is_causal, (n0, n1), (q0, q1), span, query_positions
-                )
-                sums.add_basket(keys[n0:n1, :, b], values[n0:n1, :, b], mask.to(query.dtype), scale)
+                if shared_masks is not None:
+                    mask = shared_masks[b]
+                else:
+                    span = slice(b * size, (b + 1) * size)
+                    mask = _basket_mask(
+                        additive, outside, key_positions, is_causal, (n0, n1), (q0, q1), span, query_positions
+                    )
+                mask = None if mask is None else mask.to(query.dtype)
+                sums.add_basket(keys[n0:n1, :, b], values[n0:n1, :, b], mask, scale)
             first, prefix, last = _split(sums.isolated_masses(), layout)
             target, first, last, kept = isolated_targets(
                 IsolatedMasses(first, last, prefix or None), layout, config, sums.live_count, sums.content_mass()
             )
-            calibrated = target * sums.basket_sum
+            # in place from here on: a fresh tile-sized tensor costs page faults that weigh like a pass
+            calibrated = sums.basket_sum.mul_(target)
             for (_, v), mass in zip(isolated, _joined(first, kept, last), strict=True):
-                calibrated = calibrated + mass * v[n0:n1, :, None, :].float()
-            mixed = torch.lerp(sums.plain, calibrated, lam)
+                calibrated.addcmul_(mass, v[n0:n1, :, None, :].float())
             # short sequences, and rows with no content mass, stay as they were
             change = (sums.live_count > 0) & layout.calibrated[n0:n1, None, None, None]
-            if not bool(change.all()):
-                mixed = torch.where(change, mixed, sums.plain)
-            out[n0:n1, q0:q1] = mixed.transpose(1, 2)
+            weight = lam if bool(change.all()) else change.to(calibrated.dtype) * lam
+            tile = out[n0:n1, q0:q1].transpose(1, 2)
+            if tile.dtype == calibrated.dtype:
+                torch.lerp(sums.plain, calibrated, weight, out=tile)
+            else:
+                tile.copy_(sums.plain.lerp_(calibrated, weight))
     return out
 
 
@@ -125,18 +133,23 @@ class _GroupSums:
         self.basket_sum: Optional[Tensor] = None  # sum of o_b over live baskets
         self.scores: list = []
 
-    def _add(self, lse: Tensor, output: Tensor, basket: bool) -> None:
+    def _add(self, lse: Tensor, output: Tensor, basket: bool, finite: bool = False) -> None:
+        """``finite``: every row's ``lse`` is known finite (a basket all rows see), which spares a few of
+        the small per-row operations that add up over dozens of baskets."""
         new = torch.maximum(self.best, lse)
-        finite = new > _NEG_INF
-        reference = torch.where(finite, new, torch.zeros_like(new))
+        reference = new if finite else torch.where(new > _NEG_INF, new, torch.zeros_like(new))
         rescale = torch.exp(self.best - reference)  # exp(-inf) = 0 while nothing was seen
         weight = torch.exp(lse - reference)
-        self.total = self.total * rescale + weight
-        self.content = self.content * rescale + (weight if basket else 0.0)
+        self.total = torch.addcmul(weight, self.total, rescale)
+        self.content = torch.addcmul(weight, self.content, rescale) if basket else self.content * rescale
         self.best = new
-        share = weight / self.total.clamp(min=torch.finfo(torch.float32).tiny)
+        share = weight / (self.total if finite else self.total.clamp(min=torch.finfo(torch.float32).tiny))
         if self.plain is None:
-            self.plain = (output.float() * share).expand(*self.q.shape[:3], output.shape[-1]).contiguous()
+            n, heads, rows = self.q.shape[:3]
+            # laid out as the CPU flash kernel returns its output ([n, rows, H, D] in memory): updates that
+            # walk two tensors of one layout run at twice the speed of mixed ones
+            self.plain = torch.empty(n, rows, heads, output.shape[-1], device=output.device).transpose(1, 2)
+            torch.mul(output.float(), share, out=self.plain)
         else:
             self.plain.lerp_(output.float().expand_as(self.plain), share)
 
@@ -145,18 +158,24 @@ class _GroupSums:
         self.scores.append(score)
         self._add(score, value, basket=False)
 
-    def add_basket(self, keys: Tensor, values: Tensor, mask: Tensor, scale: float) -> None:
+    def add_basket(self, keys: Tensor, values: Tensor, mask: Optional[Tensor], scale: float) -> None:
+        """One basket's keys; ``mask`` None when every row sees every one of them."""
         output, lse = _attention_with_lse(self.q, keys, values, mask, scale)
-        live = (mask > _NEG_INF).any(dim=-1, keepdim=True)  # [n, 1 or H, q, 1]: any key of the basket seen
         output = output.float()
-        if not bool(live.all()):
-            output = output * live  # a row that sees none of the basket's keys gets nothing from it
-        self._add(lse.float()[..., None].masked_fill(~live, _NEG_INF), output, basket=True)
+        lse = lse.float()[..., None]
+        if mask is None:
+            self.live_count = self.live_count + 1.0
+        else:
+            live = (mask > _NEG_INF).any(dim=-1, keepdim=True)  # [n, 1 or H, q, 1]: any key of the basket seen
+            if not bool(live.all()):
+                output = output * live  # a row that sees none of the basket's keys gets nothing from it
+                lse = lse.masked_fill(~live, _NEG_INF)
+            self.live_count = self.live_count + live
+        self._add(lse, output, basket=True, finite=mask is None)
         if self.basket_sum is None:
             self.basket_sum = output  # a fresh tensor of the kernel's, ours to add into
         else:
             self.basket_sum += output
-        self.live_count = self.live_count + live
 
     def isolated_masses(self) -> list:
         reference = torch.where(self.best > _NEG_INF, self.best, torch.zeros_like(self.best))
@@ -205,6 +224,19 @@ def _isolated(query, key, value, additive, is_causal, scale, layout, groups) -> 
             scores = scores.masked_fill(~seen, _NEG_INF)
         found.append((scores, v))
     return found
+
+
+def _row_independent_masks(additive, outside, key_positions, is_causal, seqs, num_baskets, size) -> Optional[list]:
+    """Each basket's mask for these sequences when no row differs from another (None where it hides nothing,
+    which spares the kernel a pass over its scores), or None when the masks depend on the query row."""
+    if is_causal or (additive is not None and additive.shape[2] > 1):
+        return None
+    n0, n1 = seqs
+    width = num_baskets * size
+    whole = _basket_mask(additive, outside, key_positions, False, seqs, (0, 1), slice(0, width), None)
+    heads = whole.shape[1]
+    open_baskets = (whole == 0).view(n1 - n0, heads, num_baskets, size).all(dim=3).all(dim=1).all(dim=0).tolist()
+    return [None if clear else whole[..., b * size : (b + 1) * size] for b, clear in enumerate(open_baskets)]
 
 
 def _basket_mask(additive, outside, key_positions, is_causal, seqs, rows, span, query_positions) -> Tensor:
@@ -260,11 +292,13 @@ def _along_keys(tensor: Tensor, positions: Tensor) -> Tensor:
     return padded.gather(2, index)
 
 
-def _attention_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float) -> tuple:
+def _attention_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], scale: float) -> tuple:
     """Attention output and log-sum-exp of one basket: the fused flash kernel on CPU, a score tile elsewhere."""
     if q.device.type == "cpu":
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=mask, scale=scale)
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale + mask.float()
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
+    if mask is not None:
+        scores = scores + mask.float()
     lse = torch.logsumexp(scores, dim=-1)
     probs = torch.exp(scores - torch.where(lse > _NEG_INF, lse, torch.zeros_like(lse))[..., None])
     return torch.matmul(probs, v.float()).to(q.dtype), lse
