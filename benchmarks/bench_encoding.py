@@ -38,8 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT / ".." / "shared" / "data"
 METHODS = ("plain_sdpa", "posfair", "eager_matrix", "plain_eager")
-# dual mode: the shared pass against encoding the plain and the calibrated vector one after the other
 EAGER_METHODS = ("eager_matrix", "plain_eager")
+# dual mode: the shared pass against encoding the plain and the calibrated vector one after the other
 DUAL_METHODS = ("plain_sdpa", "posfair", "dual", "two_passes")
 
 
@@ -162,26 +162,38 @@ def child_timing(args) -> dict:
     register_eager_matrix()
     methods = args.methods.split(",")
     runners = {m: make_runner(m, args) for m in methods}
-    for run, _, _ in runners.values():
-        run()  # warm-up: one-time allocations and kernel selection are not what is measured
-    times = {m: [] for m in methods}
-    for _ in range(args.repeats):
-        for method in methods:
-            start = time.perf_counter()
-            runners[method][0]()
-            times[method].append(time.perf_counter() - start)
-    base = times[methods[0]]
+    times = interleaved_rounds({m: runners[m][0] for m in methods}, args.repeats)
+    ratios = median_ratios(times)
     return {
         method: {
             "tokens": runners[method][1],
             "pooling": runners[method][2],
             "seconds_median": statistics.median(values),
             "seconds_all": values,
-            # the ratio within each round, then its median: robust to slow and fast phases of the machine
-            "ratio_median": statistics.median(v / b for v, b in zip(values, base, strict=True)),
+            "ratio_median": ratios[method],
         }
         for method, values in times.items()
     }
+
+
+def interleaved_rounds(functions: dict, rounds: int) -> dict:
+    """Seconds of each call per round, the functions taking turns within a round after one warm-up each."""
+    for function in functions.values():
+        function()  # warm-up: one-time allocations and kernel selection are not what is measured
+    times = {name: [] for name in functions}
+    for _ in range(rounds):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def median_ratios(times: dict) -> dict:
+    """Each entry's ratio to the first within every round, then its median: robust to slow and fast phases
+    of the machine."""
+    base = next(iter(times.values()))
+    return {name: statistics.median(v / b for v, b in zip(values, base, strict=True)) for name, values in times.items()}
 
 
 def child_memory(args) -> dict:

@@ -18,12 +18,13 @@ import importlib.util
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_encoding import build_long_model, interleaved_rounds, median_ratios  # noqa: E402
 
 
 def load_old(path: str):
@@ -35,19 +36,9 @@ def load_old(path: str):
 
 def interleaved(functions: dict, rounds: int) -> dict:
     """Median seconds and median per-round ratio to the first entry, for each function."""
-    for function in functions.values():
-        function()
-    times = {name: [] for name in functions}
-    for _ in range(rounds):
-        for name, function in functions.items():
-            start = time.perf_counter()
-            function()
-            times[name].append(time.perf_counter() - start)
-    base = next(iter(times.values()))
-    return {
-        name: (statistics.median(t), statistics.median(a / b for a, b in zip(t, base, strict=True)))
-        for name, t in times.items()
-    }
+    times = interleaved_rounds(functions, rounds)
+    ratios = median_ratios(times)
+    return {name: (statistics.median(t), ratios[name]) for name, t in times.items()}
 
 
 def attention_case(old, length: int, sequences: int, rounds: int) -> list:
@@ -79,8 +70,6 @@ def attention_case(old, length: int, sequences: int, rounds: int) -> list:
 
 
 def model_case(old, length: int, rounds: int) -> list:
-    from bench_encoding import build_long_model
-
     from posfair_llamaindex import attention
     from posfair_llamaindex.attention import PLAN_KWARG
     from posfair_llamaindex.config import CalibrationConfig

@@ -7,7 +7,8 @@ import itertools
 import pytest
 import torch
 
-from posfair_llamaindex.basket_attention import _row_independent_masks, calibrated_all_rows
+from posfair_llamaindex import basket_attention
+from posfair_llamaindex.basket_attention import calibrated_all_rows
 from posfair_llamaindex.calibration import RowLayout
 from posfair_llamaindex.config import CalibrationConfig
 from tests.reference import naive_calibrated_row
@@ -182,24 +183,33 @@ def test_half_precision_inputs_stay_close_to_float32(dtype):
     assert cosine.min() > 0.999
 
 
-def test_a_basket_that_hides_nothing_goes_to_the_kernel_without_a_mask():
-    # lengths 37 and 21, baskets of 8 from offset 0: the first two baskets are whole for both sequences,
-    # the third holds the shorter one's end, and causal rows always need their own masks
+@pytest.mark.parametrize("mask_form", ["bool", "per_row", "causal"])
+def test_a_basket_that_hides_nothing_goes_to_the_kernel_without_a_mask(monkeypatch, mask_form):
+    # lengths 37 and 21, baskets of 8 from offset 0: the first two baskets are whole for both sequences, the
+    # third holds the shorter one's end; a mask that differs between rows (per-row or causal) is always passed
     valid = batch("right")[:2]
     n, width = valid.shape
+    q, k, v = (torch.randn(n, 2, width, 8) for _ in range(3))
     layout = RowLayout.from_attention_mask(
         valid.long(), basket_size=8, isolate_first=False, isolate_last=False, pooling_token=None
     )
-    outside = torch.arange(width)[None, :] >= layout.content_len[:, None]
-    positions = layout.shared_start + torch.arange(layout.num_baskets * 8)[None, :]
-    key_positions = positions.expand(n, -1)
-    outside = torch.nn.functional.pad(outside, (0, positions.shape[1] - width), value=True)
-    masks = _row_independent_masks(None, outside, key_positions, False, (0, n), layout.num_baskets, 8)
-    assert masks[0] is None and masks[1] is None
-    assert masks[2] is not None and bool((masks[2][1] == float("-inf")).any())
-    assert all(mask is not None for mask in masks[2:])
-    additive = torch.zeros(n, 1, 1, width).masked_fill(~valid[:, None, None, :], float("-inf"))
-    assert _row_independent_masks(additive, outside, key_positions, False, (0, n), layout.num_baskets, 8)[0] is None
-    assert _row_independent_masks(None, outside, key_positions, True, (0, n), layout.num_baskets, 8) is None
-    per_row = torch.zeros(n, 1, width, width)
-    assert _row_independent_masks(per_row, outside, key_positions, False, (0, n), layout.num_baskets, 8) is None
+    per_row = torch.zeros(n, 1, width, width).masked_fill(~valid[:, None, None, :], float("-inf"))
+    per_row[:, :, 0, 3] = float("-inf")  # the first row alone does not see key 3
+    masks = {"bool": valid[:, None, None, :], "per_row": per_row, "causal": None}
+    seen = []
+    kernel = basket_attention._attention_with_lse
+
+    def recording(q, k, v, mask, scale):
+        seen.append(mask)
+        return kernel(q, k, v, mask, scale)
+
+    monkeypatch.setattr(basket_attention, "_attention_with_lse", recording)
+    config = CalibrationConfig(basket_size=8)
+    calibrated_all_rows(q, k, v, masks[mask_form], 8**-0.5, mask_form == "causal", layout, config)
+    assert len(seen) == layout.num_baskets
+    if mask_form == "bool":
+        assert seen[0] is None and seen[1] is None
+        assert all(mask is not None for mask in seen[2:])
+        assert bool((seen[2][1] == float("-inf")).any())  # the shorter sequence's end is hidden
+    else:
+        assert all(mask is not None for mask in seen)

@@ -78,7 +78,9 @@ def calibrated_all_rows(
     rows = min(q_len, max(1, per_tile // seqs))
     for n0 in range(0, n, seqs):
         n1 = min(n, n0 + seqs)
-        shared_masks = _row_independent_masks(additive, outside, key_positions, is_causal, (n0, n1), nb, size)
+        shared_masks = _row_independent_masks(
+            additive, outside, key_positions, is_causal, (n0, n1), nb, size, query.dtype
+        )
         for q0 in range(0, q_len, rows):
             q1 = min(q_len, q0 + rows)
             sums = _GroupSums(query[n0:n1, :, q0:q1], value.shape[-1])
@@ -92,8 +94,7 @@ def calibrated_all_rows(
                     span = slice(b * size, (b + 1) * size)
                     mask = _basket_mask(
                         additive, outside, key_positions, is_causal, (n0, n1), (q0, q1), span, query_positions
-                    )
-                mask = None if mask is None else mask.to(query.dtype)
+                    ).to(query.dtype)
                 sums.add_basket(keys[n0:n1, :, b], values[n0:n1, :, b], mask, scale)
             first, prefix, last = _split(sums.isolated_masses(), layout)
             target, first, last, kept = isolated_targets(
@@ -226,14 +227,17 @@ def _isolated(query, key, value, additive, is_causal, scale, layout, groups) -> 
     return found
 
 
-def _row_independent_masks(additive, outside, key_positions, is_causal, seqs, num_baskets, size) -> Optional[list]:
-    """Each basket's mask for these sequences when no row differs from another (None where it hides nothing,
-    which spares the kernel a pass over its scores), or None when the masks depend on the query row."""
+def _row_independent_masks(
+    additive, outside, key_positions, is_causal, seqs, num_baskets, size, dtype
+) -> Optional[list]:
+    """Each basket's mask (in ``dtype``) for these sequences when no row differs from another (None where it
+    hides nothing, which spares the kernel a pass over its scores), or None when the masks depend on the
+    query row."""
     if is_causal or (additive is not None and additive.shape[2] > 1):
         return None
     n0, n1 = seqs
     width = num_baskets * size
-    whole = _basket_mask(additive, outside, key_positions, False, seqs, (0, 1), slice(0, width), None)
+    whole = _basket_mask(additive, outside, key_positions, False, seqs, (0, 1), slice(0, width), None).to(dtype)
     heads = whole.shape[1]
     open_baskets = (whole == 0).view(n1 - n0, heads, num_baskets, size).all(dim=3).all(dim=1).all(dim=0).tolist()
     return [None if clear else whole[..., b * size : (b + 1) * size] for b, clear in enumerate(open_baskets)]
