@@ -62,19 +62,13 @@ def main() -> None:
         print(f"| {name} | {ms:.2f} |")
     counts = [int(name.split()[0]) for name in medians if name.endswith(" keys")]
     spans = [medians[f"{c} keys"] for c in counts]
-    slope, intercept = _line(counts, spans)
+    slope, intercept = statistics.linear_regression(counts, spans)
     print(f"least-squares line: {intercept:.2f} ms per call + {slope * 1000:.1f} us per key")
     whole = max(counts)
     calls = whole // args.basket
     if calls > 1 and f"{args.basket} keys" in medians:
         split = calls * medians[f"{args.basket} keys"] / medians[f"{whole} keys"]
         print(f"{calls} calls of {args.basket} keys against one of {whole}: {split:.2f}x")
-
-
-def _line(xs: list, ys: list) -> tuple:
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
-    return slope, mean_y - slope * mean_x
 
 
 if __name__ == "__main__":

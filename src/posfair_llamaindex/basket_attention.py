@@ -124,7 +124,8 @@ class _GroupSums:
     """
 
     def __init__(self, q: Tensor, value_dim: int) -> None:
-        self.q = q.contiguous()  # the kernel runs about 10% faster on a contiguous query
+        # the CPU flash kernel runs about 10% faster on a contiguous query; the score tile elsewhere needs no copy
+        self.q = q.contiguous() if q.device.type == "cpu" else q
         rows = (*q.shape[:3], 1)
         self.best = torch.full(rows, _NEG_INF, device=q.device)
         self.total = torch.zeros(rows, device=q.device)  # sum of exp(lse_g - best) over the groups seen
