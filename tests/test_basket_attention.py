@@ -7,13 +7,20 @@ import itertools
 import pytest
 import torch
 
-from posfair_llamaindex import basket_attention
+from posfair_llamaindex import basket_attention, fused_kernel
 from posfair_llamaindex.basket_attention import calibrated_all_rows
 from posfair_llamaindex.calibration import RowLayout
 from posfair_llamaindex.config import CalibrationConfig
 from tests.reference import naive_calibrated_row
 
-LENGTHS = (37, 21, 5, 30)  # the third is shorter than a basket: it comes back plain
+LENGTHS = (37, 21, 5, 30)
+
+
+@pytest.fixture(params=["compiled", "pytorch"])
+def kernel_path(request, monkeypatch):
+    """Both ways the all-rows pieces are computed: the compiled kernel and the PyTorch one."""
+    monkeypatch.setenv(fused_kernel.ENV_SWITCH, "1" if request.param == "compiled" else "0")
+    return request.param  # the third is shorter than a basket: it comes back plain
 
 
 def batch(padding: str, width: int = 40):
@@ -96,7 +103,7 @@ def mask_forms(valid, causal, q_len):
         ("right", True, "first+dump2", "cls_hard", False),
     ],
 )
-def test_every_row_matches_the_reference(padding, causal, isolation, variant, gqa):
+def test_every_row_matches_the_reference(padding, causal, isolation, variant, gqa, kernel_path):
     torch.manual_seed(0)
     valid = batch(padding)
     n, width = valid.shape
@@ -150,7 +157,7 @@ def test_no_padding_and_a_causal_flag_match_an_explicit_mask():
     assert (calibrated_all_rows(q, k, v, None, dim**-0.5, False, layout, config) - by_flag).abs().max() > 1e-3
 
 
-def test_strength_zero_is_plain_attention():
+def test_strength_zero_is_plain_attention(kernel_path):
     torch.manual_seed(2)
     valid = batch("right")
     n, width = valid.shape
@@ -185,6 +192,7 @@ def test_half_precision_inputs_stay_close_to_float32(dtype):
 
 @pytest.mark.parametrize("mask_form", ["bool", "per_row", "causal"])
 def test_a_basket_that_hides_nothing_goes_to_the_kernel_without_a_mask(monkeypatch, mask_form):
+    monkeypatch.setenv(fused_kernel.ENV_SWITCH, "0")  # the PyTorch path, one flash call per basket
     # lengths 37 and 21, baskets of 8 from offset 0: the first two baskets are whole for both sequences, the
     # third holds the shorter one's end; a mask that differs between rows (per-row or causal) is always passed
     valid = batch("right")[:2]
@@ -213,3 +221,30 @@ def test_a_basket_that_hides_nothing_goes_to_the_kernel_without_a_mask(monkeypat
         assert bool((seen[2][1] == float("-inf")).any())  # the shorter sequence's end is hidden
     else:
         assert all(mask is not None for mask in seen)
+
+
+def long_case(seed: int = 4):
+    """Two sequences past one query block (256 rows) and one score chunk (512 keys), one right-padded."""
+    torch.manual_seed(seed)
+    n, heads, kv_heads, width, dim = 2, 4, 2, 700, 16
+    valid = torch.ones(n, width, dtype=torch.long)
+    valid[1, 610:] = 0
+    q = torch.randn(n, width, heads, dim).transpose(1, 2)  # transformers' layout: a strided view
+    k = torch.randn(n, kv_heads, width, dim)
+    v = torch.randn(n, kv_heads, width, dim)
+    layout = RowLayout.from_attention_mask(
+        valid, basket_size=32, isolate_first=True, isolate_last=True, pooling_token=None, prefix_tokens=1
+    )
+    return q, k, v, valid.bool()[:, None, None, :], layout
+
+
+@pytest.mark.parametrize("variant", ["uniform", "cls_soft", "cls_hard"])
+def test_the_compiled_kernel_agrees_with_the_pytorch_path(monkeypatch, variant):
+    q, k, v, mask, layout = long_case()
+    config = CalibrationConfig(variant=variant, strength=0.8, basket_size=32)
+    outputs = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv(fused_kernel.ENV_SWITCH, switch)
+        outputs[switch] = calibrated_all_rows(q, k, v, mask, 0.25, False, layout, config)
+    rows = mask[:, 0, 0, :, None].expand(-1, -1, 4)
+    torch.testing.assert_close(outputs["1"][rows], outputs["0"][rows], atol=2e-6, rtol=0)

@@ -20,6 +20,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from posfair_llamaindex import fused_kernel
 from posfair_llamaindex.calibration import IsolatedMasses, RowLayout, isolated_targets
 from posfair_llamaindex.config import CalibrationConfig
 
@@ -59,18 +60,30 @@ def calibrated_all_rows(
         positions = layout.content_start[:, None] + torch.arange(width, device=query.device)[None, :]  # [N, W]
     content_keys = _along_keys(key, positions)
     content_values = _along_keys(value, positions)
-    if groups > 1:
-        content_keys = content_keys.repeat_interleave(groups, dim=1)
-        content_values = content_values.repeat_interleave(groups, dim=1)
-    nb = layout.num_baskets
-    keys = content_keys.view(n, heads, nb, size, dim)  # the kernel takes each basket as a strided view
-    values = content_values.view(n, heads, nb, size, -1)
 
     additive = _additive_mask(attention_mask, query.dtype)
     # a key past a sequence's content (padding, an isolated last token) belongs to no basket
     outside = torch.arange(width, device=query.device)[None, :] >= layout.content_len[:, None]  # [N, W]
     key_positions = positions.expand(n, width)
     isolated = _isolated(query, key, value, additive, is_causal, scale, layout, groups)
+    if _fused_applies(query, content_keys, content_values, additive, is_causal, layout):
+        bias = _basket_mask(additive, outside, key_positions, False, (0, n), (0, 1), slice(0, width), None)
+        pieces = fused_kernel.basket_pieces(
+            query,
+            content_keys,
+            content_values,
+            None if not bool((bias != 0).any()) else bias[:, :, 0].float().contiguous(),
+            scale,
+            size,
+        )
+        if pieces is not None:
+            return _from_pieces(pieces, isolated, layout, config)
+    if groups > 1:
+        content_keys = content_keys.repeat_interleave(groups, dim=1)
+        content_values = content_values.repeat_interleave(groups, dim=1)
+    nb = layout.num_baskets
+    keys = content_keys.view(n, heads, nb, size, dim)  # the kernel takes each basket as a strided view
+    values = content_values.view(n, heads, nb, size, -1)
 
     out = torch.empty(n, q_len, heads, value.shape[-1], dtype=value.dtype, device=value.device)
     per_tile = max(1, TILE_FLOATS // (heads * dim))  # query rows per tile, over all its sequences
@@ -113,6 +126,54 @@ def calibrated_all_rows(
             else:
                 tile.copy_(sums.plain.lerp_(calibrated, weight))
     return out
+
+
+def _fused_applies(query, keys, values, additive, is_causal, layout) -> bool:
+    """The compiled kernel takes float32 CPU tensors whose masks are the same for every query row."""
+    return (
+        query.device.type == "cpu"
+        and query.dtype == keys.dtype == values.dtype == torch.float32
+        and not is_causal
+        and (additive is None or additive.shape[2] == 1)
+        and layout.num_baskets > 0
+        and query.stride(-1) == keys.stride(-1) == values.stride(-1) == 1
+        and fused_kernel.enabled()
+    )
+
+
+def _from_pieces(pieces, isolated: list, layout: RowLayout, config: CalibrationConfig) -> Tensor:
+    """The calibrated output ``[N, Q, H, D]`` from the compiled kernel's pieces and the isolated tokens."""
+    plain, basket_sum, basket_lse, live = pieces
+    plain_rows = plain.transpose(1, 2)  # [N, H, Q, D] views of the kernel's [N, Q, H, D] buffers
+    calibrated = basket_sum.transpose(1, 2)
+    basket_lse, live = basket_lse[..., None], live[..., None]
+    scores = [score[..., None] for score, _ in isolated]
+    best = basket_lse
+    for score in scores:
+        best = torch.maximum(best, score)
+    reference = torch.where(best > _NEG_INF, best, torch.zeros_like(best))
+    content = torch.exp(basket_lse - reference)
+    weights = [torch.exp(score - reference) for score in scores]
+    total = content.clone()
+    for weight in weights:
+        total += weight
+    total.clamp_(min=torch.finfo(torch.float32).tiny)
+    content /= total
+    masses = [weight / total for weight in weights]
+    plain_rows.mul_(content)  # the plain output over all groups, built from the same pieces
+    for (_, v), mass in zip(isolated, masses, strict=True):
+        plain_rows.addcmul_(mass, v[:, :, None, :].float())
+    first, prefix, last = _split(masses, layout)
+    target, first, last, kept = isolated_targets(
+        IsolatedMasses(first, last, prefix or None), layout, config, live, content
+    )
+    calibrated.mul_(target)
+    for (_, v), mass in zip(isolated, _joined(first, kept, last), strict=True):
+        calibrated.addcmul_(mass, v[:, :, None, :].float())
+    change = (live > 0) & layout.calibrated[:, None, None, None]
+    weight = config.strength if bool(change.all()) else change.to(calibrated.dtype) * config.strength
+    plain_rows.lerp_(calibrated, weight)
+    return plain
 
 
 class _GroupSums:
