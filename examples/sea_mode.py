@@ -31,7 +31,11 @@ def main() -> None:
     )
     documents = SimpleDirectoryReader(str(HERE / "docs"), recursive=True).load_data()
     print("SEA tag:", sea.tag()["chunker"])
-    print("chunks per document:", [len(sea.segmenter.split(d.text)) for d in documents])
+    first = documents[0]
+    chunks = sea.segmenter.split(first.text)
+    print(f"{first.metadata['file_name']} in {len(chunks)} chunks, each embedded plain and then averaged:")
+    for chunk in chunks:
+        print("   ", " ".join(chunk.split()[:8]), "...")
     question = "What did Champollion show about hieroglyphs?"
     for name, embed_model in (("calibrated", calibrated), ("sea", sea)):
         index = VectorStoreIndex.from_documents(documents, embed_model=embed_model)

@@ -8,9 +8,16 @@ the same total ``T`` (``calibration.isolated_targets``), so the calibrated outpu
     (1 - lam) * sum_g m_g o_g  +  lam * (T * sum_{live b} o_b  +  sum_i t_i v_i)
 
 Attention over one basket's keys returns ``o_b`` and its log-sum-exp, from which ``m_b`` follows once the
-row's total is known. A flash kernel gives both without a ``K x K`` tensor, and the plain sum is built
-basket by basket with the running-maximum rescaling that flash attention itself uses. Work is tiled over
-sequences and query rows so the running sums stay in cache.
+row's total is known; no ``K x K`` tensor is ever formed. Two paths produce the per-basket pieces:
+
+- the compiled kernel (:mod:`posfair_llamaindex.fused_kernel`) walks every basket inside one call and keeps
+  the plain and summed outputs in cache; it takes float32 CPU tensors whose mask is the same for every row
+  (an encoder's padding);
+- the PyTorch path calls a flash kernel once per basket and builds the plain sum with the running-maximum
+  rescaling of flash attention itself, tiled over sequences and query rows; it covers causal and per-row
+  masks, other dtypes, other devices and machines where the build failed.
+
+Both end in :func:`_finish`, so the variants' rule lives in one place.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ def calibrated_all_rows(
     """
     n, heads, q_len, dim = query.shape
     kv_heads = key.shape[1]
-    size, lam = config.basket_size, config.strength
+    size = config.basket_size
     width = layout.num_baskets * size
     groups = heads // kv_heads
 
@@ -66,18 +73,11 @@ def calibrated_all_rows(
     outside = torch.arange(width, device=query.device)[None, :] >= layout.content_len[:, None]  # [N, W]
     key_positions = positions.expand(n, width)
     isolated = _isolated(query, key, value, additive, is_causal, scale, layout, groups)
-    if _fused_applies(query, content_keys, content_values, additive, is_causal, layout):
-        bias = _basket_mask(additive, outside, key_positions, False, (0, n), (0, 1), slice(0, width), None)
-        pieces = fused_kernel.basket_pieces(
-            query,
-            content_keys,
-            content_values,
-            None if not bool((bias != 0).any()) else bias[:, :, 0].float().contiguous(),
-            scale,
-            size,
-        )
-        if pieces is not None:
-            return _from_pieces(pieces, isolated, layout, config)
+    shared = _shared_mask(additive, outside, key_positions, is_causal, width, query.dtype)
+    if shared is not None and _fused_applies(query, content_keys, content_values, layout):
+        bias = shared[:, :, 0].contiguous() if bool((shared != 0).any()) else None  # None: nothing hidden
+        pieces = fused_kernel.basket_pieces(query, content_keys, content_values, bias, scale, size)
+        return _from_pieces(pieces, isolated, layout, config)
     if groups > 1:
         content_keys = content_keys.repeat_interleave(groups, dim=1)
         content_values = content_values.repeat_interleave(groups, dim=1)
@@ -91,9 +91,7 @@ def calibrated_all_rows(
     rows = min(q_len, max(1, per_tile // seqs))
     for n0 in range(0, n, seqs):
         n1 = min(n, n0 + seqs)
-        shared_masks = _row_independent_masks(
-            additive, outside, key_positions, is_causal, (n0, n1), nb, size, query.dtype
-        )
+        shared_masks = None if shared is None else _per_basket(shared[n0:n1], nb, size)
         for q0 in range(0, q_len, rows):
             q1 = min(q_len, q0 + rows)
             sums = _GroupSums(query[n0:n1, :, q0:q1], value.shape[-1])
@@ -109,35 +107,30 @@ def calibrated_all_rows(
                         additive, outside, key_positions, is_causal, (n0, n1), (q0, q1), span, query_positions
                     ).to(query.dtype)
                 sums.add_basket(keys[n0:n1, :, b], values[n0:n1, :, b], mask, scale)
-            first, prefix, last = _split(sums.isolated_masses(), layout)
-            target, first, last, kept = isolated_targets(
-                IsolatedMasses(first, last, prefix or None), layout, config, sums.live_count, sums.content_mass()
-            )
-            # in place from here on: a fresh tile-sized tensor costs page faults that weigh like a pass
-            calibrated = sums.basket_sum.mul_(target)
-            for (_, v), mass in zip(isolated, _joined(first, kept, last), strict=True):
-                calibrated.addcmul_(mass, v[n0:n1, :, None, :].float())
-            # short sequences, and rows with no content mass, stay as they were
-            change = (sums.live_count > 0) & layout.calibrated[n0:n1, None, None, None]
-            weight = lam if bool(change.all()) else change.to(calibrated.dtype) * lam
             tile = out[n0:n1, q0:q1].transpose(1, 2)
-            if tile.dtype == calibrated.dtype:
-                torch.lerp(sums.plain, calibrated, weight, out=tile)
-            else:
-                tile.copy_(sums.plain.lerp_(calibrated, weight))
+            _finish(
+                sums.plain,
+                sums.basket_sum,
+                [v[n0:n1] for _, v in isolated],
+                sums.isolated_masses(),
+                sums.live_count,
+                sums.content_mass(),
+                layout.calibrated[n0:n1],
+                layout,
+                config,
+                out=tile,
+            )
     return out
 
 
-def _fused_applies(query, keys, values, additive, is_causal, layout) -> bool:
-    """The compiled kernel takes float32 CPU tensors whose masks are the same for every query row."""
+def _fused_applies(query: Tensor, keys: Tensor, values: Tensor, layout: RowLayout) -> bool:
+    """The compiled kernel takes float32 CPU tensors (the caller checks that the mask is row-independent)."""
     return (
         query.device.type == "cpu"
         and query.dtype == keys.dtype == values.dtype == torch.float32
-        and not is_causal
-        and (additive is None or additive.shape[2] == 1)
         and layout.num_baskets > 0
         and query.stride(-1) == keys.stride(-1) == values.stride(-1) == 1
-        and fused_kernel.enabled()
+        and fused_kernel.available()
     )
 
 
@@ -163,17 +156,47 @@ def _from_pieces(pieces, isolated: list, layout: RowLayout, config: CalibrationC
     plain_rows.mul_(content)  # the plain output over all groups, built from the same pieces
     for (_, v), mass in zip(isolated, masses, strict=True):
         plain_rows.addcmul_(mass, v[:, :, None, :].float())
+    values = [v for _, v in isolated]
+    _finish(plain_rows, calibrated, values, masses, live, content, layout.calibrated, layout, config, out=None)
+    return plain
+
+
+def _finish(
+    plain: Tensor,
+    basket_sum: Tensor,
+    values: list,
+    masses: list,
+    live: Tensor,
+    content: Tensor,
+    calibrated_seqs: Tensor,
+    layout: RowLayout,
+    config: CalibrationConfig,
+    out: Optional[Tensor],
+) -> None:
+    """Mix the plain and calibrated outputs of some rows: the one ending both paths share.
+
+    ``plain`` and ``basket_sum`` are float32 ``[n, H, q, Dv]`` and are overwritten; ``values`` are the
+    isolated tokens' ``[n, H, Dv]`` and ``masses`` their plain masses ``[n, H, q, 1]`` (``_joined`` order);
+    ``live`` counts each row's live baskets and ``content`` is its mass over them. The result goes to ``out``
+    (any float dtype), or into ``plain`` where ``out`` is None. In place throughout: a fresh tile-sized
+    tensor costs page faults that weigh like a pass.
+    """
     first, prefix, last = _split(masses, layout)
     target, first, last, kept = isolated_targets(
         IsolatedMasses(first, last, prefix or None), layout, config, live, content
     )
-    calibrated.mul_(target)
-    for (_, v), mass in zip(isolated, _joined(first, kept, last), strict=True):
+    calibrated = basket_sum.mul_(target)
+    for v, mass in zip(values, _joined(first, kept, last), strict=True):
         calibrated.addcmul_(mass, v[:, :, None, :].float())
-    change = (live > 0) & layout.calibrated[:, None, None, None]
+    # short sequences, and rows with no content mass, stay as they were
+    change = (live > 0) & calibrated_seqs[:, None, None, None]
     weight = config.strength if bool(change.all()) else change.to(calibrated.dtype) * config.strength
-    plain_rows.lerp_(calibrated, weight)
-    return plain
+    if out is None:
+        plain.lerp_(calibrated, weight)
+    elif out.dtype == calibrated.dtype:
+        torch.lerp(plain, calibrated, weight, out=out)
+    else:
+        out.copy_(plain.lerp_(calibrated, weight))
 
 
 class _GroupSums:
@@ -289,20 +312,21 @@ def _isolated(query, key, value, additive, is_causal, scale, layout, groups) -> 
     return found
 
 
-def _row_independent_masks(
-    additive, outside, key_positions, is_causal, seqs, num_baskets, size, dtype
-) -> Optional[list]:
-    """Each basket's mask (in ``dtype``) for these sequences when no row differs from another (None where it
-    hides nothing, which spares the kernel a pass over its scores), or None when the masks depend on the
-    query row."""
+def _shared_mask(additive, outside, key_positions, is_causal, width, dtype) -> Optional[Tensor]:
+    """The additive mask ``[N, 1 or H, 1, W]`` over the content keys when no query row differs from another
+    (an encoder's padding), built once for both paths; None when the mask depends on the row."""
     if is_causal or (additive is not None and additive.shape[2] > 1):
         return None
-    n0, n1 = seqs
-    width = num_baskets * size
-    whole = _basket_mask(additive, outside, key_positions, False, seqs, (0, 1), slice(0, width), None).to(dtype)
-    heads = whole.shape[1]
-    open_baskets = (whole == 0).view(n1 - n0, heads, num_baskets, size).all(dim=3).all(dim=1).all(dim=0).tolist()
-    return [None if clear else whole[..., b * size : (b + 1) * size] for b, clear in enumerate(open_baskets)]
+    seqs = (0, outside.shape[0])
+    return _basket_mask(additive, outside, key_positions, False, seqs, (0, 1), slice(0, width), None).to(dtype)
+
+
+def _per_basket(shared: Tensor, num_baskets: int, size: int) -> list:
+    """One shared mask cut into baskets, None for a basket that hides nothing (which spares the flash kernel
+    a pass over its scores)."""
+    n, heads = shared.shape[:2]
+    open_baskets = (shared == 0).view(n, heads, num_baskets, size).all(dim=3).all(dim=1).all(dim=0).tolist()
+    return [None if clear else shared[..., b * size : (b + 1) * size] for b, clear in enumerate(open_baskets)]
 
 
 def _basket_mask(additive, outside, key_positions, is_causal, seqs, rows, span, query_positions) -> Tensor:

@@ -67,11 +67,14 @@ def _build():
         return None
 
 
-def basket_pieces(query, keys, values, bias: Optional[torch.Tensor], scale: float, basket_size: int):
-    """``(plain over the baskets [N, Q, H, Dv], sum of live basket outputs [N, Q, H, Dv], log-sum-exp over
-    the baskets [N, H, Q], live baskets [N, H, Q])``, or None where the compiled kernel is unavailable."""
-    extension = module() if enabled() else None
-    if extension is None:
-        return None
+def available() -> bool:
+    """Whether the all-rows path may call :func:`basket_pieces`: switched on, and built (the first call
+    builds it). The one place the switch is read."""
+    return enabled() and module() is not None
+
+
+def basket_pieces(query, keys, values, bias: Optional[torch.Tensor], scale: float, basket_size: int) -> list:
+    """``[plain over the baskets [N, Q, H, Dv], sum of live basket outputs [N, Q, H, Dv], log-sum-exp over
+    the baskets [N, H, Q], live baskets [N, H, Q]]``; call only where :func:`available` said yes."""
     empty = torch.empty(0, dtype=torch.float32)
-    return extension.basket_pieces(query, keys, values, empty if bias is None else bias, scale, basket_size)
+    return module().basket_pieces(query, keys, values, empty if bias is None else bias, scale, basket_size)

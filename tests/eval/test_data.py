@@ -7,6 +7,7 @@ import gzip
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from posfair_llamaindex.eval import data
@@ -169,6 +170,72 @@ def test_packing_is_built_once_per_tokenizer_and_file(fake_data, tokenizer, monk
     packed.clear()
     data.squad_longposq(fake_data, tokenizer, token_budget=128, max_documents=None)
     assert not packed
+
+
+BUILDS = {
+    "tokens": lambda d, t, **kw: data.squad_longposq(d, t, token_budget=128, max_documents=None, **kw),
+    "tokens, min_fill": lambda d, t, **kw: data.squad_longposq(d, t, token_budget=103, min_fill=0.9, **kw),
+    "words": lambda d, t, **kw: data.squad_longposq(d, t, word_budget=60, max_documents=None, **kw),
+    "evidence moving": lambda d, t, **kw: data.squad_evidence_moving(d, t, token_budget=128, **kw),
+}
+
+
+def exact_and_fast(build, monkeypatch):
+    """A builder's benchmark from per-paragraph tokens, and from every candidate run tokenized whole."""
+    monkeypatch.setattr(data, "_POOLS", {})
+    fast = build()
+    assert data._PARAGRAPHS, "MiniLM's tokenizer joins additively: the fast path must have run"
+    monkeypatch.setattr(data, "_POOLS", {})
+    with monkeypatch.context() as patch:
+        patch.setattr(data, "_joins_additively", lambda definition: False)
+        exact = build()
+    return fast, exact
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_per_paragraph_tokens_build_what_tokenizing_every_run_builds(name, fake_data, tokenizer, monkeypatch):
+    fast, exact = exact_and_fast(lambda: BUILDS[name](fake_data, tokenizer), monkeypatch)
+    assert [t.documents for t in fast.tasks] == [t.documents for t in exact.tasks]
+    assert [t.queries for t in fast.tasks] == [t.queries for t in exact.tasks]
+    assert fast.query_count > 0
+
+
+def test_joined_paragraphs_tokenize_as_their_paragraphs_in_a_row(tokenizer):
+    """The property the fast path rests on, on text that stresses the normaliser: accents, CJK, control
+    characters, punctuation at the edges, a paragraph of whitespace."""
+    paragraphs = ["Café «naïve» — x.", "(東京) 2024年!", "\tline\x07 two ", "   ", "end?", "Ünïcode"]
+    definition = data._tokenizer_definition(tokenizer)
+    assert data._joins_additively(definition)
+    encoded = tokenizer(paragraphs, add_special_tokens=False, return_offsets_mapping=True)
+    starts = [np.array([span[0] for span in spans]) for spans in encoded["offset_mapping"]]
+    counts = [len(ids) for ids in encoded["input_ids"]]
+    tokens = data._ParagraphTokens(counts, starts, special=2)
+    run = range(len(paragraphs))
+    text = data.SEPARATOR.join(paragraphs)
+    whole = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    assert tokens.total(run) == len(tokenizer(text)["input_ids"])
+    assert tokens.joined_starts(run, paragraphs).tolist() == [span[0] for span in whole["offset_mapping"]]
+
+
+def test_tokenizers_that_may_not_join_additively_tokenize_every_run(tokenizer):
+    definition = data._tokenizer_definition(tokenizer)
+    assert data._joins_additively(definition)
+    assert not data._joins_additively(None)  # a slow tokenizer: no definition to read
+    changed = {
+        "Metaspace": {**definition, "pre_tokenizer": {"type": "Metaspace", "replacement": "_"}},
+        "ByteLevel": {**definition, "pre_tokenizer": {"type": "ByteLevel"}},
+        "Replace": {**definition, "normalizer": {"type": "Replace", "pattern": {"String": "  "}, "content": " "}},
+        "nested": {**definition, "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend"}]}},
+        "lstrip": {**definition, "added_tokens": [{"content": "<mask>", "lstrip": True, "rstrip": False}]},
+        "spaced": {**definition, "added_tokens": [{"content": "a b", "lstrip": False, "rstrip": False}]},
+    }
+    for name, other in changed.items():
+        assert not data._joins_additively(other), name
+    lowered = {
+        **definition,
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}]},
+    }
+    assert data._joins_additively(lowered)
 
 
 def test_budget_must_be_one_of_two(fake_data, tokenizer):
@@ -364,3 +431,16 @@ def test_real_scifact_has_its_test_queries():
     task = bench.tasks[0]
     assert len(task.documents) == 5183 and len(task.queries) == 300
     assert all(q.relevant <= set(task.documents) for q in task.queries)
+
+
+@real_data
+def test_real_per_paragraph_tokens_build_what_tokenizing_every_run_builds(tokenizer, monkeypatch):
+    articles = frozenset(range(0, 442, 25))  # 18 articles spread over the file; the whole file was checked once
+    for build in (
+        lambda: data.squad_longposq(SHARED_DATA, tokenizer, articles=articles, max_documents=None),
+        lambda: data.squad_evidence_moving(SHARED_DATA, tokenizer, articles=articles, max_sets=None),
+    ):
+        fast, exact = exact_and_fast(build, monkeypatch)
+        assert [t.documents for t in fast.tasks] == [t.documents for t in exact.tasks]
+        assert [t.queries for t in fast.tasks] == [t.queries for t in exact.tasks]
+        assert fast.document_count > 30

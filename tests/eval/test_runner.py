@@ -32,7 +32,7 @@ def fake_squad(fake_data, tokenizer):
 
 @pytest.fixture(scope="module")
 def real_squad(tokenizer):
-    return data.squad_longposq(SHARED_DATA, tokenizer, max_documents=24, questions_per_group=12)
+    return data.squad_longposq(SHARED_DATA, tokenizer, max_documents=16, questions_per_group=8)
 
 
 def run_and_check_report(bench, tmp_path, calibration, bootstrap_samples):

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
+import numpy as np
+
 GROUPS = ("begin", "middle", "end")
 SEPARATOR = "\n\n"
 
@@ -125,17 +127,18 @@ def group_at(starts: Sequence[int], char: int) -> str:
     return GROUPS[min(2, int(token / len(starts) * 3))]
 
 
-def _pack(items: Sequence[str], fits) -> list[list[int]]:
-    """Greedy runs of consecutive items whose join still ``fits``; an item that never fits is skipped."""
+def _pack(count: int, fits) -> list[list[int]]:
+    """Greedy runs of consecutive indices below ``count`` whose items, joined, still ``fits`` (given the run's
+    indices); an item that never fits is skipped."""
     runs, current = [], []
-    for index, item in enumerate(items):
+    for index in range(count):
         candidate = current + [index]
-        if fits(SEPARATOR.join(items[i] for i in candidate)):
+        if fits(candidate):
             current = candidate
             continue
         if current:
             runs.append(current)
-        current = [index] if fits(item) else []
+        current = [index] if fits([index]) else []
     if current:
         runs.append(current)
     return runs
@@ -170,8 +173,8 @@ _POOLS: dict[tuple, tuple[dict[str, str], list[tuple[Query, bool]]]] = {}
 _POOL_CACHE_SIZE = 16
 
 
-def _tokenizer_identity(tokenizer) -> Optional[str]:
-    """A hash of a fast tokenizer's full definition (vocabulary, normaliser, added tokens), or None.
+def _tokenizer_definition(tokenizer) -> Optional[dict]:
+    """A fast tokenizer's full definition (vocabulary, normaliser, pre-tokeniser, added tokens), or None.
 
     The truncation and padding state is left out: transformers sets it on the backend for each call, so two
     copies of one tokenizer differ there while they tokenize alike (the builders never truncate or pad).
@@ -182,7 +185,96 @@ def _tokenizer_identity(tokenizer) -> Optional[str]:
     definition = json.loads(backend.to_str())
     definition.pop("truncation", None)
     definition.pop("padding", None)
+    return definition
+
+
+def _tokenizer_identity(tokenizer) -> Optional[str]:
+    """A hash of :func:`_tokenizer_definition`, or None for a tokenizer without one."""
+    definition = _tokenizer_definition(tokenizer)
+    if definition is None:
+        return None
     return hashlib.sha256(json.dumps(definition, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+# Normalisers that map each character on its own, and pre-tokenisers that cut at whitespace and drop it.
+# With both, the tokens of paragraphs joined by SEPARATOR are each paragraph's own tokens in a row (the model
+# only ever sees one pre-token at a time), so a run's count is the sum of its paragraphs' counts and its
+# offsets are theirs, shifted. BERT's family (all-MiniLM-L6-v2 included) is of this kind.
+_CHAR_LOCAL_NORMALIZERS = frozenset({"BertNormalizer", "Lowercase", "NFD", "NFKD", "NFC", "NFKC", "StripAccents"})
+_WHITESPACE_PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
+
+
+def _joins_additively(definition: Optional[dict]) -> bool:
+    """Whether a tokenizer of this definition tokenizes ``a + SEPARATOR + b`` as ``a``'s tokens then ``b``'s."""
+    if definition is None:
+        return False
+    normalizer = definition.get("normalizer")
+    parts = [] if normalizer is None else normalizer.get("normalizers", [normalizer])
+    pre_tokenizer = definition.get("pre_tokenizer") or {}
+    # an added token that takes in the whitespace beside it, or holds some, could span the separator
+    added_apart = all(
+        not (token.get("lstrip") or token.get("rstrip")) and not any(c.isspace() for c in token.get("content", ""))
+        for token in definition.get("added_tokens") or []
+    )
+    return (
+        all(part.get("type") in _CHAR_LOCAL_NORMALIZERS for part in parts)
+        and pre_tokenizer.get("type") in _WHITESPACE_PRE_TOKENIZERS
+        and added_apart
+    )
+
+
+@dataclass(frozen=True)
+class _ParagraphTokens:
+    """An article's paragraphs tokenized one by one: token counts (no special tokens), each token's start
+    offset in its paragraph, and the special tokens a whole text gets."""
+
+    counts: list[int]
+    starts: list[np.ndarray]
+    special: int
+
+    def total(self, run: Sequence[int]) -> int:
+        """Tokens of the run's paragraphs joined by SEPARATOR, special tokens included."""
+        return self.special + sum(self.counts[i] for i in run)
+
+    def joined_starts(self, run: Sequence[int], paragraphs: Sequence[str]) -> np.ndarray:
+        """Each token's start offset in the run's joined text."""
+        shifted, offset = [], 0
+        for i in run:
+            shifted.append(self.starts[i] + offset)
+            offset += len(paragraphs[i]) + len(SEPARATOR)
+        return np.concatenate(shifted) if shifted else np.zeros(0, dtype=np.int32)
+
+
+# Per-paragraph tokens per (file, tokenizer) for tokenizers that join additively: about 19,000 paragraphs
+# tokenized once (ten seconds on one core) instead of every candidate run (about 38,000 calls, four times
+# the text). Every packing of the file, at any budget, and evidence moving read them. The whole file's
+# tokens take about 15 MB; least recently used out, with room for small files beside it.
+_PARAGRAPHS: dict[tuple, list[_ParagraphTokens]] = {}
+_PARAGRAPH_CACHE_SIZE = 8
+
+
+def _paragraph_tokens(data_dir, tokenizer) -> Optional[list[_ParagraphTokens]]:
+    """Every SQuAD article's :class:`_ParagraphTokens`, or None where the tokenizer does not join additively."""
+    definition = _tokenizer_definition(tokenizer)
+    if not _joins_additively(definition):
+        return None
+    key = (str((Path(data_dir) / SQUAD_TRAIN).resolve()), _tokenizer_identity(tokenizer))
+    if key in _PARAGRAPHS:
+        found = _PARAGRAPHS[key] = _PARAGRAPHS.pop(key)  # now the most recently used
+        return found
+    special = _token_count(tokenizer, "") - len(tokenizer("", add_special_tokens=False, verbose=False)["input_ids"])
+    tokens = []
+    for article in squad_articles(data_dir):
+        contexts = [p["context"] for p in article["paragraphs"]]
+        encoded = tokenizer(
+            contexts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+        )
+        starts = [np.fromiter((span[0] for span in spans), dtype=np.int32) for spans in encoded["offset_mapping"]]
+        tokens.append(_ParagraphTokens([len(ids) for ids in encoded["input_ids"]], starts, special))
+    while len(_PARAGRAPHS) >= _PARAGRAPH_CACHE_SIZE:
+        _PARAGRAPHS.pop(next(iter(_PARAGRAPHS)))
+    _PARAGRAPHS[key] = tokens
+    return tokens
 
 
 def _longposq_pool(data_dir, tokenizer, token_budget, word_budget, min_paragraphs, min_fill, articles):
@@ -193,8 +285,8 @@ def _longposq_pool(data_dir, tokenizer, token_budget, word_budget, min_paragraph
     if identity is not None and key in _POOLS:
         documents, pooled = _POOLS[key] = _POOLS.pop(key)  # now the most recently used
         return dict(documents), list(pooled)
-    fits = _budget_check(tokenizer, token_budget, word_budget)
     budget = token_budget or word_budget
+    paragraph_tokens = _paragraph_tokens(data_dir, tokenizer)
     documents: dict[str, str] = {}
     pooled: list[tuple[Query, bool]] = []
     for article_index, article in enumerate(squad_articles(data_dir)):
@@ -202,21 +294,39 @@ def _longposq_pool(data_dir, tokenizer, token_budget, word_budget, min_paragraph
             continue
         paragraphs = article["paragraphs"]
         contexts = [p["context"] for p in paragraphs]
-        for run in _pack(contexts, fits):
-            if len(run) < min_paragraphs:
+        tokens = None if paragraph_tokens is None else paragraph_tokens[article_index]
+        size = _run_size(contexts, tokenizer, tokens, token_budget is not None)
+        for run in _pack(len(contexts), lambda run, size=size: size(run) <= budget):
+            if len(run) < min_paragraphs or size(run) < min_fill * budget:
                 continue
             text = SEPARATOR.join(contexts[i] for i in run)
-            size = _token_count(tokenizer, text) if token_budget else len(text.split())
-            if size < min_fill * budget:
-                continue
             doc_id = f"squad-{article_index}-{run[0]}"
             documents[doc_id] = text
-            pooled += _grouped_questions(doc_id, text, [paragraphs[i] for i in run], tokenizer)
+            if tokens is not None:
+                starts = tokens.joined_starts(run, contexts)
+            else:
+                starts = _token_starts(tokenizer, text)
+            pooled += _grouped_questions(doc_id, text, [paragraphs[i] for i in run], starts)
     if identity is not None:
         while len(_POOLS) >= _POOL_CACHE_SIZE:
             _POOLS.pop(next(iter(_POOLS)))
         _POOLS[key] = (documents, pooled)
     return dict(documents), list(pooled)
+
+
+def _run_size(contexts: Sequence[str], tokenizer, tokens: Optional[_ParagraphTokens], in_tokens: bool):
+    """The size of a run of paragraphs joined by SEPARATOR: tokens with special tokens, or words."""
+    if not in_tokens:
+        words = [len(context.split()) for context in contexts]  # SEPARATOR is whitespace: words add up
+        return lambda run: sum(words[i] for i in run)
+    if tokens is not None:
+        return tokens.total
+    return lambda run: _token_count(tokenizer, SEPARATOR.join(contexts[i] for i in run))
+
+
+def _token_starts(tokenizer, text: str) -> list[int]:
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    return [span[0] for span in encoded["offset_mapping"]]
 
 
 def squad_longposq(
@@ -267,13 +377,12 @@ def squad_longposq(
     return Benchmark(name, [RetrievalTask(documents, queries)], GROUPS, settings)
 
 
-def _grouped_questions(doc_id, text, paragraphs, tokenizer) -> list[tuple[Query, bool]]:
-    """Questions of a document with the third of the document (in tokens) where each answer starts.
+def _grouped_questions(doc_id, text, paragraphs, starts: Sequence[int]) -> list[tuple[Query, bool]]:
+    """Questions of a document with the third of the document (in tokens) where each answer starts;
+    ``starts`` are the document's token start offsets (no special tokens).
 
     Each comes with whether its answer offset is the unique match SQuAD recorded (``exact_offsets_only``).
     """
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
-    starts = [span[0] for span in encoded["offset_mapping"]]
     queries, offset = [], 0
     for paragraph in paragraphs:
         for qa in paragraph["qas"]:
@@ -322,16 +431,19 @@ def squad_evidence_moving(
 
     ``articles`` keeps only those article positions (the held-out articles of fine-tuning).
     """
-    fits = _budget_check(tokenizer, token_budget, None)
+    _budget_check(tokenizer, token_budget, None)
+    paragraph_tokens = _paragraph_tokens(data_dir, tokenizer)
     rng = random.Random(seed)
     sets = []
     for article_index, article in enumerate(squad_articles(data_dir)):
         if articles is not None and article_index not in articles:
             continue
         paragraphs = article["paragraphs"]
+        tokens = None if paragraph_tokens is None else paragraph_tokens[article_index]
+        size = _run_size([p["context"] for p in paragraphs], tokenizer, tokens, True)
         for start in range(0, len(paragraphs) - 2, 3):
             trio = paragraphs[start : start + 3]
-            if not fits(SEPARATOR.join(p["context"] for p in trio)):
+            if size(range(start, start + 3)) > token_budget:
                 continue
             members = []
             for p in trio:
