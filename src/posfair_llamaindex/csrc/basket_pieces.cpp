@@ -6,7 +6,11 @@
 // o_b to memory and reads it back; here each (sequence, head, block of query rows) keeps both sums in cache
 // while it walks the baskets, so the cost stays close to one attention pass. The isolated tokens and the
 // variants' targets are applied afterwards, in Python, from the returned pieces.
-#include <torch/extension.h>
+// The tensor type, one factory and pybind's tensor casters: about half the build time of <torch/extension.h>,
+// which brings in the whole C++ frontend (16.8 s against 36.9 s on 2 cores, RESULTS.md §13).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
@@ -52,8 +56,8 @@ std::pair<float, float> exp_in_place(float* s, const float* bias, int64_t size) 
 // number of baskets; bias [N, 1 or H, W] additive (-inf = hidden) or empty. Returns the plain output over
 // the baskets alone [N, Q, H, Dv], the sum of the live baskets' outputs [N, Q, H, Dv], the log-sum-exp over
 // the baskets [N, H, Q] and the number of live baskets [N, H, Q].
-std::vector<torch::Tensor> basket_pieces(const torch::Tensor& q, const torch::Tensor& keys,
-                                         const torch::Tensor& values, const torch::Tensor& bias, double scale,
+std::vector<at::Tensor> basket_pieces(const at::Tensor& q, const at::Tensor& keys,
+                                         const at::Tensor& values, const at::Tensor& bias, double scale,
                                          int64_t basket_size) {
   TORCH_CHECK(q.dim() == 4 && keys.dim() == 4 && values.dim() == 4, "basket_pieces: 4-d q, keys, values");
   TORCH_CHECK(q.scalar_type() == at::kFloat && keys.scalar_type() == at::kFloat &&
@@ -71,10 +75,10 @@ std::vector<torch::Tensor> basket_pieces(const torch::Tensor& q, const torch::Te
               "basket_pieces: bias must be a contiguous float32 [N, 1 or H, W]");
   const int64_t nb = W / basket_size, groups = H / KV, bias_heads = has_bias ? bias.size(1) : 1;
   auto options = q.options();
-  auto plain = torch::empty({N, Q, H, Dv}, options);
-  auto basket_sum = torch::empty({N, Q, H, Dv}, options);
-  auto lse = torch::empty({N, H, Q}, options);
-  auto live = torch::empty({N, H, Q}, options);
+  auto plain = at::empty({N, Q, H, Dv}, options);
+  auto basket_sum = at::empty({N, Q, H, Dv}, options);
+  auto lse = at::empty({N, H, Q}, options);
+  auto live = at::empty({N, H, Q}, options);
 
   const float* qd = q.data_ptr<float>();
   const float* kd = keys.data_ptr<float>();
