@@ -164,9 +164,9 @@ def _cap_per_group(queries: list[Query], per_group: Optional[int], seed: int) ->
 
 
 # ----------------------------------------------------------------------------- SQuAD-LongPosQ
-# Packed documents and their questions per (file, tokenizer, packing settings): packing tokenizes every
-# candidate run of paragraphs (about 38,000 calls over the whole file, half a minute on one core), and
-# evaluations, sweeps and tests draw many samples from one packing. Sampling happens after the cache.
+# Packed documents and their questions per (file, tokenizer, packing settings): evaluations, sweeps and
+# tests draw many samples from one packing, which costs seconds from per-paragraph tokens and about a minute
+# where every candidate run is tokenized whole (below). Sampling happens after the cache.
 _POOLS: dict[tuple, tuple[dict[str, str], list[tuple[Query, bool]]]] = {}
 # least recently used first out; a whole-file packing is a few MB, and small packings (a held-out split,
 # another budget) must not push it out
