@@ -56,9 +56,8 @@ std::pair<float, float> exp_in_place(float* s, const float* bias, int64_t size) 
 // number of baskets; bias [N, 1 or H, W] additive (-inf = hidden) or empty. Returns the plain output over
 // the baskets alone [N, Q, H, Dv], the sum of the live baskets' outputs [N, Q, H, Dv], the log-sum-exp over
 // the baskets [N, H, Q] and the number of live baskets [N, H, Q].
-std::vector<at::Tensor> basket_pieces(const at::Tensor& q, const at::Tensor& keys,
-                                         const at::Tensor& values, const at::Tensor& bias, double scale,
-                                         int64_t basket_size) {
+std::vector<at::Tensor> basket_pieces(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                                      const at::Tensor& bias, double scale, int64_t basket_size) {
   TORCH_CHECK(q.dim() == 4 && keys.dim() == 4 && values.dim() == 4, "basket_pieces: 4-d q, keys, values");
   TORCH_CHECK(q.scalar_type() == at::kFloat && keys.scalar_type() == at::kFloat &&
                   values.scalar_type() == at::kFloat,
