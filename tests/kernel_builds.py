@@ -16,7 +16,7 @@ import torch
 
 HAS_COMPILER = shutil.which(os.environ.get("CXX", "c++").split()[0]) is not None
 NO_COMPILER = "needs a C++ compiler"
-# how long a child that builds may take before the test calls it hung: a build takes 12-40 s on 2 cores
+# how long a child that builds may take before the test calls it hung: a build takes 9-40 s on 2 cores
 BUILD_TIMEOUT = 300
 
 # loads (or builds) the kernel, then compares its plain output over two baskets with softmax attention

@@ -403,7 +403,7 @@ def _build_locked(spec: KernelSpec, root: Path) -> Built:
     except OSError as error:
         raise _unwritable(f"the kernel cache {root} is not writable", error) from error
     announce(
-        f"building the posfair compiled attention kernel once for this CPU ({spec.capability}; typically 15-40 s) "
+        f"building the posfair compiled attention kernel once for this CPU ({spec.capability}; typically 10-40 s) "
         f"in {final}"
     )
     start = time.perf_counter()
