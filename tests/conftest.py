@@ -27,3 +27,19 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def minilm() -> str:
     return minilm_path()
+
+
+@pytest.fixture(scope="session")
+def two_kernel_builds(tmp_path_factory):
+    """One fresh kernel cache and two processes started at once that both need the compiled kernel there: the
+    cache folder and what each child reported. Built once per session; the tests of the cache share it."""
+    from tests import kernel_builds
+
+    if not kernel_builds.HAS_COMPILER:
+        pytest.skip(kernel_builds.NO_COMPILER)
+    root = tmp_path_factory.mktemp("kernel-cache")
+    children = [kernel_builds.start(root) for _ in range(2)]
+    try:
+        return root, [kernel_builds.finish(child) for child in children]
+    finally:
+        kernel_builds.kill_all(children)

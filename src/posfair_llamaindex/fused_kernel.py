@@ -1,9 +1,11 @@
-"""The compiled all-rows kernel (``csrc/basket_pieces.cpp``): built once per machine, on first use.
+"""The compiled all-rows kernel (``csrc/basket_pieces.cpp``): built once per machine on first use, or ahead of
+time with ``posfair kernel build``.
 
 The pure-PyTorch path of :mod:`posfair_llamaindex.basket_attention` calls a flash kernel once per basket
 and pays, per call, for writing and re-reading a full output. The compiled kernel walks the baskets
 inside one call. It is optional: without a C++ compiler, or with ``POSFAIR_FUSED_KERNEL=0``, the same
-math runs in PyTorch, and a build failure is reported once as a warning, never as an error.
+math runs in PyTorch, and a failure is reported once as a warning that names its cause, never as an error.
+How it is cached, locked and loaded is :mod:`posfair_llamaindex.kernel_cache`'s job.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from typing import Optional
 
 import torch
 
+from posfair_llamaindex import kernel_cache
+
 ENV_SWITCH = "POSFAIR_FUSED_KERNEL"
 SOURCE = Path(__file__).with_name("csrc") / "basket_pieces.cpp"
+BASE_NAME = "posfair_basket_pieces"
 
 _lock = threading.Lock()
-_loaded: dict = {}  # "module": the extension, or None once a build failed
+_loaded: dict = {}  # "module": the extension, or None once it could not be had
 
 
 def enabled() -> bool:
@@ -28,41 +33,39 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _capability_flags() -> list:
-    """Compile for the vector width PyTorch itself dispatches to on this CPU."""
-    capability = torch.backends.cpu.get_cpu_capability()
-    flags = ["-O3", "-fopenmp"]
-    if capability in ("AVX512", "AVX2"):
-        flags += ["-march=native", f"-DCPU_CAPABILITY_{capability}", f"-DCPU_CAPABILITY={capability}"]
-    return flags
+def spec() -> kernel_cache.KernelSpec:
+    """How the kernel is compiled here: for the CPU capability torch dispatches to (``ATEN_CPU_CAPABILITY``
+    lowers it), with this compiler, torch and Python."""
+    return kernel_cache.spec_for(BASE_NAME, SOURCE)
+
+
+def build(root: Optional[Path] = None) -> kernel_cache.Built:
+    """Load the kernel, building it first where it is not built yet; raises :class:`kernel_cache.KernelBuildError`
+    with the cause. ``posfair kernel build`` calls this ahead of time; the switch does not apply."""
+    return kernel_cache.load_or_build(spec(), root)
 
 
 def module():
-    """The built extension, or None where it cannot be built (warned about once per process)."""
+    """The built extension, or None where it cannot be had (warned about once per process)."""
     if "module" in _loaded:
         return _loaded["module"]
     with _lock:
         if "module" not in _loaded:
-            _loaded["module"] = _build()
+            _loaded["module"] = _load()
     return _loaded["module"]
 
 
-def _build():
+def _load():
     try:
-        from torch.utils import cpp_extension
-
-        flags = _capability_flags()
-        name = "posfair_basket_pieces_" + torch.backends.cpu.get_cpu_capability().lower()
-        return cpp_extension.load(
-            name=name, sources=[str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"], verbose=False
-        )
-    except Exception as error:  # no compiler, no ninja, a read-only cache: fall back, say why once
+        return build().module
+    except Exception as error:  # no compiler, a read-only cache, a build that outlasted the wait: say why once
+        cause = error.cause if isinstance(error, kernel_cache.KernelBuildError) else f"{type(error).__name__}: {error}"
         warnings.warn(
-            f"posfair_llamaindex: the compiled all-rows kernel could not be built ({type(error).__name__}: "
-            f"{str(error).strip().splitlines()[-1] if str(error).strip() else ''}); mean pooling runs the "
-            f"PyTorch path, which is exact but slower. Set {ENV_SWITCH}=0 to skip the attempt.",
+            f"posfair_llamaindex: the compiled all-rows kernel is not available ({cause}); mean pooling runs the "
+            f"PyTorch path, which is exact but slower. `posfair kernel build` builds it and prints the whole log "
+            f"with --verbose; {ENV_SWITCH}=0 skips the attempt.",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         return None
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from posfair_llamaindex.cli import audit, research, store, train, upgrade
+from posfair_llamaindex.cli import audit, kernel, research, store, train, upgrade
 from posfair_llamaindex.cli.options import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.register(commands)
     upgrade.register(commands)
     audit.register(commands)
+    kernel.register(commands)
     return parser
 
 
