@@ -22,8 +22,14 @@ from posfair_llamaindex.encoder import PosFairEncoder, UnsupportedModelError
 from posfair_llamaindex.loading import honour_dtype
 from posfair_llamaindex.remote_code import REMOVED_HELPERS, restore_transformers4_helpers
 from posfair_llamaindex.weights_fit import MismatchedWeightsError
-from tests.reference import naive_pool, naive_torch_attention
-from tests.utils import eager_standin, sample_texts, save_standin_model, save_tiny_model, standin_module
+from tests.utils import (
+    eager_standin,
+    sample_texts,
+    save_standin_model,
+    save_tiny_model,
+    standin_module,
+    torch_reference_vectors,
+)
 
 MIN32 = torch.finfo(torch.float32).min
 TEXTS = sample_texts(3, seed=11, min_words=20, max_words=60)
@@ -160,22 +166,6 @@ def test_an_sdpa_revision_runs_its_sdpa_class_through_the_sdpa_interception(tmp_
     assert type(PosFairEncoder(eager, trust_remote_code=True).model.blocks[0].attention).__name__ == "EagerAttention"
 
 
-def reference(model, encoder, texts, config):
-    batch = encoder.tokenize(texts)
-    plan = {
-        "layers": set(config.resolve_layers(encoder.num_layers)) if config is not None else set(),
-        "valid": batch["attention_mask"].bool(),
-        "pooling": encoder.pooling,
-        "variant": config.variant if config is not None else "cls_soft",
-        "strength": config.strength if config is not None else 0.0,
-        "basket_size": config.basket_size if config is not None else 1,
-        "hard_weight": config.hard_weight if config is not None else 0.3,
-    }
-    with torch.no_grad(), naive_torch_attention(plan):
-        hidden = model(**batch).last_hidden_state
-    return naive_pool(hidden, batch["attention_mask"], encoder.pooling)
-
-
 @pytest.mark.parametrize("pooling,padding", [("last", "left"), ("last", "right"), ("mean", "right")])
 def test_causal_remote_code_calibrates_exactly(tmp_path, pooling, padding):
     """A decoder (``is_decoder``): get_extended_attention_mask gives it transformers 4's causal bias."""
@@ -188,7 +178,8 @@ def test_causal_remote_code_calibrates_exactly(tmp_path, pooling, padding):
     for variant in ("uniform", "cls_soft") + (("cls_hard",) if pooling == "last" else ()):
         config = CalibrationConfig(variant=variant, strength=0.8, basket_size=8, layers="last")
         got = encoder.encode_batch(TEXTS, config)
-        cosine = torch.nn.functional.cosine_similarity(torch.as_tensor(got), reference(truth, encoder, TEXTS, config))
+        expected = torch_reference_vectors(truth, encoder, TEXTS, config)
+        cosine = torch.nn.functional.cosine_similarity(torch.as_tensor(got), expected)
         assert cosine.min() >= 0.99999, (variant, cosine)
         assert np.abs(got - plain).max() > 1e-4, variant
 
@@ -205,7 +196,7 @@ def test_the_dtype_asked_for_runs_when_the_code_reads_torch_dtype(tmp_path, capl
     assert any("reads another" in r.getMessage() and "cast them to bfloat16" in r.getMessage() for r in caplog.records)
     truth = eager_standin(folder).to(torch.bfloat16)
     cosine = torch.nn.functional.cosine_similarity(
-        torch.as_tensor(encoder.encode_batch(TEXTS, None)), reference(truth, encoder, TEXTS, None)
+        torch.as_tensor(encoder.encode_batch(TEXTS, None)), torch_reference_vectors(truth, encoder, TEXTS, None)
     )
     assert cosine.min() >= 0.999, cosine
     caplog.clear()

@@ -239,3 +239,24 @@ def check_threads_keep_their_plans(encode, configs, rounds: int = 3) -> None:
     assert len(results) == rounds * len(configs)
     for (slot, _), value in results.items():
         np.testing.assert_allclose(value, expected[slot], atol=2e-6)
+
+
+def torch_reference_vectors(model, encoder, texts, config):
+    """Vectors of a model that computes attention in its own code, from the float64 reference (tests/reference.py):
+    its softmax or SDPA calls swapped for eager float64 ones, calibrated row by row; ``config`` None is plain."""
+    from tests.reference import naive_pool, naive_torch_attention
+
+    batch = encoder.tokenize(texts)
+    plan = {
+        "layers": set(config.resolve_layers(encoder.num_layers)) if config is not None else set(),
+        "valid": batch["attention_mask"].bool(),
+        "pooling": encoder.pooling,
+        "variant": config.variant if config is not None else "cls_soft",
+        "strength": config.strength if config is not None else 0.0,
+        "basket_size": config.basket_size if config is not None else 1,
+        "hard_weight": config.hard_weight if config is not None else 0.3,
+        "isolated_tokens": config.isolated_tokens if config is not None else None,
+    }
+    with torch.no_grad(), naive_torch_attention(plan):
+        hidden = model(**batch).last_hidden_state
+    return naive_pool(hidden, batch["attention_mask"], encoder.pooling)

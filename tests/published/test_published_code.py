@@ -28,8 +28,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder
-from tests.reference import naive_pool, naive_torch_attention
-from tests.utils import give_reference_helpers, minilm_path, sample_texts, write_st_pooling
+from tests.utils import give_reference_helpers, minilm_path, sample_texts, torch_reference_vectors, write_st_pooling
 
 PUBLISHED = os.environ.get("POSFAIR_PUBLISHED_CODE")
 FILES = {
@@ -196,19 +195,7 @@ def config_for(name: str, pooling: str) -> CalibrationConfig:
 
 
 def reference_vectors(model, encoder, config):
-    batch = encoder.tokenize(TEXTS)
-    plan = {
-        "layers": set(config.resolve_layers(encoder.num_layers)) if config is not None else set(),
-        "valid": batch["attention_mask"].bool(),
-        "pooling": encoder.pooling,
-        "variant": config.variant if config is not None else "cls_soft",
-        "strength": config.strength if config is not None else 0.0,
-        "basket_size": config.basket_size if config is not None else 1,
-        "hard_weight": config.hard_weight if config is not None else 0.3,
-    }
-    with torch.no_grad(), naive_torch_attention(plan):
-        hidden = model(**batch).last_hidden_state
-    return naive_pool(hidden, batch["attention_mask"], encoder.pooling)
+    return torch_reference_vectors(model, encoder, TEXTS, config)
 
 
 def min_cosine(got, expected) -> float:
