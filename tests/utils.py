@@ -115,12 +115,15 @@ def sample_texts(count: int, seed: int = 0, min_words: int = 5, max_words: int =
 
 STANDIN_MODELING = Path(__file__).resolve().parent / "standin" / "modeling_standin.py"
 
-# remote-code stand-ins: each folder holds config.json with auto_map and the modeling file beside it
+# remote-code stand-ins: each folder holds config.json with auto_map and the modeling file beside it; every one
+# calls get_extended_attention_mask and get_head_mask, the PreTrainedModel helpers transformers 5 removed
 STANDIN_SWITCHES = {
     "sdpa": dict(attention="sdpa", rotary=True),  # nomic-bert: F.scaled_dot_product_attention, additive mask
     # NewModel / jina: eager, bias, rotary; torch.softmax as jina-v3 calls it
     "softmax": dict(attention="softmax", rotary=True, alibi=True, softmax="torch"),
     "unpad": dict(attention="softmax", rotary=True, unpad_inputs=True),  # NewModel's unpad_inputs switch
+    # a NewModel revision that declares SDPA: its layers pick the SDPA class by config._attn_implementation
+    "sdpa-revision": dict(attention="auto", rotary=True, alibi=True, auto_model="StandInSdpaModel"),
 }
 
 
@@ -134,25 +137,57 @@ def standin_module():
     return module
 
 
-def save_standin_model(folder: Path, pooling: str = "first", seed: int = 0, **switches) -> str:
-    """A random remote-code model folder loadable only with ``trust_remote_code=True`` (no hub involved)."""
+def save_standin_model(
+    folder: Path, pooling: str = "first", seed: int = 0, auto_model: str = "StandInModel", **switches
+) -> str:
+    """A random remote-code model folder loadable only with ``trust_remote_code=True`` (no hub involved).
+
+    ``auto_model`` is the class config.json's ``auto_map`` names for ``AutoModel`` (see the stand-in's module).
+    """
     import shutil
 
     modeling = standin_module()
     torch.manual_seed(seed)
-    model = modeling.StandInModel(modeling.StandInConfig(**switches))
+    model = getattr(modeling, auto_model)(_standin_config(modeling, switches, auto_model))
     model.save_pretrained(folder)
     shutil.copy(STANDIN_MODELING, folder / "modeling_standin.py")
     config = json.loads((folder / "config.json").read_text())
     config["auto_map"] = {
         "AutoConfig": "modeling_standin.StandInConfig",
-        "AutoModel": "modeling_standin.StandInModel",
+        "AutoModel": f"modeling_standin.{auto_model}",
     }
-    config["architectures"] = ["StandInModel"]
+    config["architectures"] = [auto_model]
     (folder / "config.json").write_text(json.dumps(config))
     AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(folder)
     write_st_pooling(folder, pooling)
     return str(folder)
+
+
+def _standin_config(modeling, switches: dict, auto_model: str):
+    config = modeling.StandInConfig(**switches)
+    # the attention class a stand-in picks by itself ("auto") is the one transformers' default would give it
+    config._attn_implementation = "sdpa" if getattr(getattr(modeling, auto_model), "_supports_sdpa", False) else "eager"
+    return config
+
+
+def give_reference_helpers(model: torch.nn.Module) -> torch.nn.Module:
+    """The mask helpers remote code calls, written here from transformers 4's documented behaviour.
+
+    For the ground-truth models only, so the package's own repair (remote_code.py) is not the reference.
+    """
+    minimum = torch.finfo(torch.float32).min
+
+    def extended(mask, input_shape, *unused, **also_unused):
+        mask = mask.float()
+        if getattr(model.config, "is_decoder", False):
+            length = mask.shape[1]
+            mask = torch.ones(length, length).tril()[None] * mask[:, None, :]
+            return (1.0 - mask[:, None]) * minimum
+        return (1.0 - mask[:, None, None, :]) * minimum
+
+    model.get_extended_attention_mask = extended
+    model.get_head_mask = lambda head_mask, layers, *unused: [None] * layers if head_mask is None else head_mask
+    return model
 
 
 def eager_standin(folder: str, **overrides):
@@ -161,11 +196,12 @@ def eager_standin(folder: str, **overrides):
 
     modeling = standin_module()
     config = json.loads((Path(folder) / "config.json").read_text())
+    auto_model = config["auto_map"]["AutoModel"].rpartition(".")[2]
     keep = {k: v for k, v in config.items() if k not in ("auto_map", "architectures", "transformers_version")}
     keep.update(overrides)
-    model = modeling.StandInModel(modeling.StandInConfig(**keep))
+    model = getattr(modeling, auto_model)(_standin_config(modeling, keep, auto_model))
     model.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
-    return model.eval()
+    return give_reference_helpers(model.eval())
 
 
 def save_tiny_mpnet(folder: Path, pooling: str = "mean", seed: int = 0, **sizes) -> str:
@@ -203,3 +239,24 @@ def check_threads_keep_their_plans(encode, configs, rounds: int = 3) -> None:
     assert len(results) == rounds * len(configs)
     for (slot, _), value in results.items():
         np.testing.assert_allclose(value, expected[slot], atol=2e-6)
+
+
+def torch_reference_vectors(model, encoder, texts, config):
+    """Vectors of a model that computes attention in its own code, from the float64 reference (tests/reference.py):
+    its softmax or SDPA calls swapped for eager float64 ones, calibrated row by row; ``config`` None is plain."""
+    from tests.reference import naive_pool, naive_torch_attention
+
+    batch = encoder.tokenize(texts)
+    plan = {
+        "layers": set(config.resolve_layers(encoder.num_layers)) if config is not None else set(),
+        "valid": batch["attention_mask"].bool(),
+        "pooling": encoder.pooling,
+        "variant": config.variant if config is not None else "cls_soft",
+        "strength": config.strength if config is not None else 0.0,
+        "basket_size": config.basket_size if config is not None else 1,
+        "hard_weight": config.hard_weight if config is not None else 0.3,
+        "isolated_tokens": config.isolated_tokens if config is not None else None,
+    }
+    with torch.no_grad(), naive_torch_attention(plan):
+        hidden = model(**batch).last_hidden_state
+    return naive_pool(hidden, batch["attention_mask"], encoder.pooling)

@@ -46,6 +46,7 @@ class AttentionCall:
     kind: str  # "sdpa" | "softmax"
     shape: tuple  # the scores' (softmax) or the query's (SDPA) shape
     dim: Optional[int] = None  # the softmax dimension, normalised to be non-negative
+    dropout: float = 0.0  # the dropout_p an SDPA call passes (some remote code passes its rate in eval mode too)
 
     @property
     def is_attention(self) -> bool:
@@ -131,7 +132,9 @@ class _Probe(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is _SDPA:
-            self.seen.append(AttentionCall(self.layer, "sdpa", tuple(_sdpa_arguments(args, kwargs)["query"].shape)))
+            call = _sdpa_arguments(args, kwargs)
+            dropout = float(call.get("dropout_p") or 0.0)
+            self.seen.append(AttentionCall(self.layer, "sdpa", tuple(call["query"].shape), dropout=dropout))
         elif func in _SOFTMAXES and args and isinstance(args[0], torch.Tensor):
             self.seen.append(AttentionCall(self.layer, "softmax", tuple(args[0].shape), _softmax_dim(args, kwargs)))
         return func(*args, **kwargs)
@@ -176,7 +179,10 @@ class _Calibrate(TorchFunctionMode):
             return tensor[start:]
 
         if call.get("dropout_p", 0.0):
-            raise RuntimeError(f"layer {self.layer} runs attention dropout; calibrated encoding needs model.eval()")
+            raise RuntimeError(
+                f"layer {self.layer} calls F.scaled_dot_product_attention with dropout_p={call['dropout_p']}: "
+                "calibrated encoding needs model.eval() and a model whose code passes no dropout in eval mode"
+            )
         rows = calibrated_sdpa(
             out[start:],
             call["query"][start:],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -22,6 +23,9 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 from posfair_llamaindex import interception
 from posfair_llamaindex.attention import ATTENTION_NAME, PROBE_KWARG
 from posfair_llamaindex.layers import branch_dual_batch, plan_in_kwargs, stack_by_layer_index, stack_by_shape
+from posfair_llamaindex.model_files import resolve_local_folder
+from posfair_llamaindex.remote_code import is_remote_code, rebuild_unsaved_buffers, restore_transformers4_helpers
+from posfair_llamaindex.weights_fit import MismatchedWeightsError, check_weights_fit
 
 logger = logging.getLogger(__name__)
 
@@ -92,19 +96,28 @@ def load_model(
     """Load ``model_name`` through the first door that reaches every layer's attention, or refuse."""
     config = _load_config(model_name, trust_remote_code)
     switches = padded_torch_switches(config)
+    hint = _auto_map_policy(model_name, config, trust_remote_code)
+    folder = resolve_local_folder(model_name)
 
-    def overrides() -> dict:  # a fresh copy per load: from_pretrained writes its attention choice into the config
-        return {"config": copy.deepcopy(config)} if switches else {}
+    def loaded(**kwargs) -> torch.nn.Module:
+        # a fresh config copy per load: from_pretrained writes its attention choice into the config
+        result = AutoModel.from_pretrained(
+            model_name,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            output_loading_info=True,
+            **({"config": copy.deepcopy(config)} if switches else {}),
+            **kwargs,
+        )
+        model, info = result if isinstance(result, tuple) else (result, None)  # own from_pretrained: no report
+        _check_the_class(model_name, model, config, trust_remote_code)
+        return _prepared(model_name, model, info, tokenizer, dtype=dtype, device=device, folder=folder, hint=hint)
 
     refusal = None
     try:
-        model = AutoModel.from_pretrained(
-            model_name,
-            attn_implementation=ATTENTION_NAME,
-            dtype=dtype,
-            trust_remote_code=trust_remote_code,
-            **overrides(),
-        )
+        model = loaded(attn_implementation=ATTENTION_NAME)
+    except (MismatchedWeightsError, UnsupportedModelError):
+        raise
     except Exception as error:  # remote code may fail its own way on an attention name it does not know
         named = isinstance(error, ValueError) and (
             "attn_implementation" in str(error) or "attention" in str(error).lower()
@@ -113,7 +126,6 @@ def load_model(
             raise
         refusal, model = f"{type(error).__name__}: {str(error).split('. ')[0]}", None
     if model is not None:
-        model = _prepared(model, device)
         layers = _interface_layers(model_name, model, tokenizer, device)
         if layers is not None:
             for index, layer in enumerate(layers):
@@ -125,8 +137,7 @@ def load_model(
     if refusal is not None:
         logger.info("%s refused the AttentionInterface (%s); trying the interception", model_name, refusal)
     check_kernel_switches(model_name, config)
-    model = AutoModel.from_pretrained(model_name, dtype=dtype, trust_remote_code=trust_remote_code, **overrides())
-    model = _prepared(model, device)
+    model = loaded()  # the attention the model's own code chooses (gte's NewSdpaAttention where it declares SDPA)
     layers = stack_by_shape(model, _configured_layers(model.config))
     if layers is None:
         raise unsupported(model_name, "its layer stack could not be located (no ModuleList of one repeated layer)")
@@ -146,6 +157,70 @@ def _load_config(model_name: str, trust_remote_code: bool):
         if "trust_remote_code" in str(error):
             raise _needs_trust(model_name) from None
         raise
+    except OSError:
+        upstream = sorted({ref for ref in _raw_auto_map(model_name).values() if "--" in str(ref)})
+        if upstream and trust_remote_code:
+            raise FileNotFoundError(
+                f"{model_name}'s config.json (auto_map) takes its model code from another hub repository "
+                f"({', '.join(upstream)}), which is not on this machine: put those .py files into the folder and "
+                "point auto_map at them without the 'repository--' prefix"
+            ) from None
+        raise
+
+
+def _raw_auto_map(model_name: str) -> dict:
+    folder = resolve_local_folder(model_name)
+    path = folder / "config.json" if folder is not None else None
+    if path is None or not path.is_file():
+        return {}
+    return dict(json.loads(path.read_text()).get("auto_map") or {})
+
+
+def _auto_map_policy(model_name: str, config, trust_remote_code: bool) -> str:
+    """Honour config.json's ``auto_map`` whatever its ``model_type``, or say why not; returns a hint for errors.
+
+    With trust on, an ``auto_map`` that names model classes but no ``AutoModel`` is refused by name (posfair loads
+    the base model through ``AutoModel``). With trust off, a ``model_type`` transformers knows loads transformers'
+    built-in class instead of the folder's code: said in the log, and the weights are checked against that class.
+    """
+    entries = dict(getattr(config, "auto_map", None) or {})
+    model_entries = sorted(name for name in entries if name.startswith("AutoModel") or name == "AutoConfig")
+    if not model_entries:
+        return ""
+    own = entries.get("AutoModel")
+    if trust_remote_code and own is None:
+        listed = ", ".join(f"{name} -> {entries[name]}" for name in model_entries)
+        raise unsupported(
+            model_name,
+            f"its config.json's auto_map names its own code ({listed}) but no AutoModel class, and posfair loads "
+            "the base model through AutoModel: add an AutoModel entry naming the base model class",
+        )
+    if own is None:
+        return ""
+    if not trust_remote_code:
+        logger.warning(
+            "%s ships its own model code (config.json's auto_map: AutoModel -> %s), and trust_remote_code is off: "
+            "transformers' built-in class for model_type %r runs instead (its weights are checked against it)",
+            model_name,
+            own,
+            getattr(config, "model_type", None),
+        )
+        return (
+            f"its config.json's auto_map names its own code ({own}): with trust_remote_code=True (CLI "
+            "--trust-remote-code) that code runs instead of transformers' built-in class"
+        )
+    return ""
+
+
+def _check_the_class(model_name: str, model: torch.nn.Module, config, trust_remote_code: bool) -> None:
+    """With trust on and an ``auto_map`` AutoModel entry, the folder's class must be the one that loaded."""
+    own = (getattr(config, "auto_map", None) or {}).get("AutoModel")
+    if trust_remote_code and own is not None and not is_remote_code(model):
+        raise unsupported(
+            model_name,
+            f"its config.json's auto_map names {own} for AutoModel, but transformers loaded its built-in "
+            f"{type(model).__name__} ({type(model).__module__})",
+        )
 
 
 def padded_torch_switches(config) -> dict[str, Any]:
@@ -175,44 +250,71 @@ def check_kernel_switches(model_name: str, config) -> None:
             )
 
 
-def _prepared(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    if _is_remote_code(model):
+def _prepared(
+    model_name: str,
+    model: torch.nn.Module,
+    loading_info: Optional[dict],
+    tokenizer,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    folder,
+    hint: str,
+) -> torch.nn.Module:
+    """Repair remote code, hold the model to the dtype asked for and to its checkpoint, then eval on ``device``."""
+    if is_remote_code(model):
+        restore_transformers4_helpers(model)
         repaired = rebuild_unsaved_buffers(model)
         if repaired:
             logger.info("rebuilt buffers that loading left uninitialised: %s", repaired)
+    honour_dtype(model_name, model, dtype)
+    sample = dict(tokenizer(["probe text for the weights"], return_tensors="pt"))
+    check_weights_fit(model_name, model, loading_info, folder, sample, hint=hint)
     if getattr(model.config, "use_cache", False):
         model.config.use_cache = False
     return model.eval().to(device)
 
 
-def _is_remote_code(model: torch.nn.Module) -> bool:
-    return type(model).__module__.split(".")[0] != "transformers"
+def honour_dtype(model_name: str, model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """The dtype asked for is the dtype that runs, whatever keyword the model's own ``from_pretrained`` reads.
 
-
-def rebuild_unsaved_buffers(model: torch.nn.Module) -> list[str]:
-    """Rebuild the buffers that no checkpoint holds (non-persistent ones) from the model's own constructor.
-
-    transformers 5 leaves them uninitialised unless the model's ``_init_weights`` fills them, which code
-    written for transformers 4 does not (rotary ``inv_freq``, ``position_ids``): the model then computes
-    garbage. ``type(model)(config)`` computes them as the model's author meant. Returns the names rebuilt.
+    Parameters the class keeps in float32 on purpose (``_keep_in_fp32_modules``) are left alone. Others in another
+    dtype are cast, as the model's code would have cast them had it read ``dtype`` (nomic's reads ``torch_dtype``);
+    a model whose parameters still differ after that is refused.
     """
-    saved = set(model.state_dict())
-    unsaved = [(name, buffer) for name, buffer in model.named_buffers() if name not in saved]
-    if not unsaved:
-        return []
-    fresh = dict(type(model)(copy.deepcopy(model.config)).named_buffers())
-    rebuilt = []
-    for name, buffer in unsaved:
-        value = fresh.get(name)
-        if value is None or value.is_meta:
-            continue
-        value = value.to(device=buffer.device, dtype=buffer.dtype if buffer.is_floating_point() else value.dtype)
-        if value.shape == buffer.shape and torch.equal(value, buffer):
-            continue
-        owner, _, leaf = name.rpartition(".")
-        model.get_submodule(owner).register_buffer(leaf, value, persistent=False)
-        rebuilt.append(name)
-    return rebuilt
+    kept = set(getattr(model, "_keep_in_fp32_modules", None) or ()) | set(
+        getattr(model, "_keep_in_fp32_modules_strict", None) or ()
+    )
+
+    def differing() -> list[str]:
+        return sorted(
+            {
+                str(parameter.dtype).removeprefix("torch.")
+                for name, parameter in model.named_parameters()
+                if parameter.is_floating_point() and parameter.dtype != dtype and not kept & set(name.split("."))
+            }
+        )
+
+    found = differing()
+    if not found:
+        return
+    model.to(dtype)
+    logger.warning(
+        "%s: %s's from_pretrained left its parameters in %s although dtype=%s was asked (its code reads another "
+        "keyword); cast them to %s",
+        model_name,
+        type(model).__name__,
+        ", ".join(found),
+        str(dtype).removeprefix("torch."),
+        str(dtype).removeprefix("torch."),
+    )
+    still = differing()
+    if still:
+        raise unsupported(
+            model_name,
+            f"dtype={str(dtype).removeprefix('torch.')} was asked, but its parameters stay in {', '.join(still)} "
+            "after casting (its code sets their dtype itself)",
+        )
 
 
 def _interface_layers(model_name: str, model, tokenizer, device) -> Optional[list]:
@@ -261,6 +363,13 @@ def probe_interception(model_name: str, model, tokenizer, device, num_layers: in
                 f"seen: {listed}{bypass}",
             )
         call = attention[0]
+        if call.dropout:
+            raise unsupported(
+                model_name,
+                f"layer {index} calls F.scaled_dot_product_attention with dropout_p={call.dropout} in eval mode (its "
+                "code passes the config's attention dropout whether or not it trains), so its vectors would be "
+                "random: set that dropout to 0 in config.json (nomic-bert: attn_pdrop)",
+            )
         keys_ok = call.kind == "sdpa" or call.shape[3] == length
         if call.shape[0] != batch or call.shape[2] != length or not keys_ok:
             raise unsupported(
