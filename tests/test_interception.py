@@ -102,10 +102,11 @@ def test_every_variant_matches_the_float64_reference(encoders, references, kind,
         assert np.abs(got - plain).max() > 1e-4, variant  # calibration really changed the vectors
 
 
+@pytest.mark.parametrize("padding", ["right", "left"])
 @pytest.mark.parametrize("pooling", ["first", "mean"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_dual_halves_equal_the_single_modes(encoders, kind, pooling):
-    encoder = encoders(kind, pooling)
+def test_dual_halves_equal_the_single_modes(encoders, kind, pooling, padding):
+    encoder = encoders(kind, pooling, padding)
     config = config_for("cls_soft", pooling)
     dual = encoder.encode_batch(TEXTS, config, dual=True)
     width = encoder.dimension
