@@ -10,18 +10,20 @@ import asyncio
 import os
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
+import numpy as np
 from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
 from llama_index.core.callbacks import CallbackManager
 from pydantic import Field, PrivateAttr
 
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.encoder import PosFairEncoder, TokenizedTexts, check_texts
-from posfair_llamaindex.options import DType, Fusion, Mode, Pooling
+from posfair_llamaindex.options import DType, Fusion, LengthLimit, Mode, Pooling
 from posfair_llamaindex.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
 from posfair_llamaindex.version import __version__
+from posfair_llamaindex.windows import WindowConfig, WindowEmbedder
 
 
 def _share_llamaindex_tiktoken_cache() -> None:
@@ -52,6 +54,8 @@ DUAL_DEFAULTS: dict[str, dict[str, Any]] = {
     "last": {"strength": 1.0, "fusion": "max"},
     "mean": {"strength": 0.85, "fusion": "max"},
 }
+# Windows mode's rule for fusing the document vector(s) with the best window (docs/RESULTS.md, windows section)
+WINDOWS_FUSION = "max"
 
 
 class PosFairEmbedding(BaseEmbedding):
@@ -62,15 +66,21 @@ class PosFairEmbedding(BaseEmbedding):
         calibration: how document attention is calibrated; paper defaults when omitted (in dual mode the
             defaults of :data:`DUAL_DEFAULTS` for the model's pooling).
         mode: ``"calibrated"`` (documents calibrated), ``"plain"`` (the unmodified model, for comparison),
-            ``"sea"`` (documents chunked with chonkie, chunks embedded plain and averaged) or ``"dual"``
-            (a plain and a calibrated vector per document from one shared pass, fused at query time).
+            ``"sea"`` (documents chunked with chonkie, chunks embedded plain and averaged), ``"dual"``
+            (a plain and a calibrated vector per document from one shared pass, fused at query time) or
+            ``"windows"`` (the document vector(s) of ``windows.document`` and a plain vector per window of the
+            text, however long; a query scores a document by its best window and its document vector, fused).
         fusion: dual mode's rule for combining a document's two scores: ``"max"``, ``"rrf"`` or ``"sum"``.
             In dual mode a document embedding is the plain vector followed by the calibrated one
             (``2 * dimension`` floats); :func:`~posfair_llamaindex.tagged_vector_store` stores them as two
             named vectors and fuses at query time. A store that holds one vector per node cannot do this.
         chunker: the SEA chunker settings (semantic chunker on the model itself by default).
+        windows: windows mode's window size, stride and document vector (:class:`WindowConfig`).
         pooling: ``"first"``, ``"last"`` or ``"mean"``; detected from sentence-transformers files when None.
-        max_length: token limit; the model's own limit when None. Longer texts are truncated with a warning.
+        max_length: tokens per text, or ``"model_card"`` (sentence-transformers' ``max_seq_length``: what
+            ``SentenceTransformer.encode`` and LlamaIndex's ``HuggingFaceEmbedding`` use) or ``"positions"`` (the
+            most the model takes); None: ``options.DEFAULT_LENGTH_LIMIT``. Longer texts are truncated with a
+            warning (windows mode covers them whole). The number in force is recorded here and in the tag.
         normalize: L2-normalise the vectors.
         query_instruction / text_instruction: prefixes for queries / documents; the model's
             sentence-transformers prompts ("query", "document" or "passage") when None.
@@ -83,9 +93,12 @@ class PosFairEmbedding(BaseEmbedding):
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig, description="Calibration settings.")
     mode: Mode = Field(default="calibrated", description="How documents are encoded.")
     chunker: Optional[ChunkerConfig] = Field(default=None, description="SEA chunker settings (mode 'sea').")
-    fusion: Optional[Fusion] = Field(default=None, description="Dual mode's score fusion rule (mode 'dual').")
+    windows: Optional[WindowConfig] = Field(default=None, description="Window settings (mode 'windows').")
+    fusion: Optional[Fusion] = Field(default=None, description="Score fusion rule (modes 'dual' and 'windows').")
     pooling: Optional[Pooling] = Field(default=None, description="Pooling; detected if None.")
-    max_length: Optional[int] = Field(default=None, description="Maximum tokens per text.", ge=2)
+    max_length: Optional[Union[Annotated[int, Field(ge=2)], LengthLimit]] = Field(
+        default=None, description="Tokens per text, or which limit: 'model_card' or 'positions'."
+    )
     normalize: bool = Field(default=True, description="Whether vectors are L2-normalised.")
     query_instruction: Optional[str] = Field(default=None, description="Prefix for queries.")
     text_instruction: Optional[str] = Field(default=None, description="Prefix for documents.")
@@ -95,6 +108,7 @@ class PosFairEmbedding(BaseEmbedding):
 
     _encoder: PosFairEncoder = PrivateAttr()
     _sea: Optional[SegmentEmbedAverage] = PrivateAttr(default=None)
+    _windows: Optional[WindowEmbedder] = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -104,11 +118,12 @@ class PosFairEmbedding(BaseEmbedding):
         chunker: Optional[ChunkerConfig] = None,
         fusion: Optional[Fusion] = None,
         pooling: Optional[Pooling] = None,
-        max_length: Optional[int] = None,
+        max_length: Union[int, LengthLimit, None] = None,
         normalize: bool = True,
         query_instruction: Optional[str] = None,
         text_instruction: Optional[str] = None,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+        windows: Optional[WindowConfig] = None,
         device: Optional[str] = None,
         dtype: Optional[DType] = None,
         trust_remote_code: bool = False,
@@ -124,14 +139,19 @@ class PosFairEmbedding(BaseEmbedding):
             raise TypeError(f"chunker must be a ChunkerConfig, got {type(chunker).__name__}")
         if chunker is not None and mode != "sea":
             raise ValueError(f"chunker settings are only used by mode 'sea', not {mode!r}")
-        if fusion is not None and mode != "dual":
-            raise ValueError(f"fusion is only used by mode 'dual', not {mode!r}")
+        if windows is not None and not isinstance(windows, WindowConfig):
+            raise TypeError(f"windows must be a WindowConfig, got {type(windows).__name__}")
+        if windows is not None and mode != "windows":
+            raise ValueError(f"window settings are only used by mode 'windows', not {mode!r}")
+        if fusion is not None and mode not in ("dual", "windows"):
+            raise ValueError(f"fusion is only used by modes 'dual' and 'windows', not {mode!r}")
         # validate the cheap settings before loading any weights
         super().__init__(
             model_name=model_name,
             calibration=calibration or CalibrationConfig(),
             mode=mode,
             chunker=chunker if chunker is not None or mode != "sea" else ChunkerConfig(),
+            windows=windows if windows is not None or mode != "windows" else WindowConfig(),
             fusion=fusion,
             pooling=pooling,
             max_length=max_length,
@@ -158,22 +178,29 @@ class PosFairEmbedding(BaseEmbedding):
             pooling is not None
             and encoder.pooling != pooling
             or max_length is not None
-            and encoder.max_length != max_length
+            and encoder.max_length != encoder.resolve_max_length(max_length)
         ):
             raise ValueError("a shared encoder must already have the requested pooling and max_length")
-        if self.mode == "dual":
+        if self.document_kind == "dual":
             defaults = DUAL_DEFAULTS[encoder.pooling]
             if calibration is None:
                 self.calibration = CalibrationConfig(strength=defaults["strength"])
-            if self.fusion is None:
+            if self.fusion is None and self.mode == "dual":
                 self.fusion = defaults["fusion"]
             if self.calibration.is_plain:
-                raise ValueError("mode 'dual' needs a calibrated half: strength 0 would store the plain vector twice")
-        if self.mode in ("calibrated", "dual"):
+                raise ValueError(
+                    f"mode {self.mode!r} with a dual document needs a calibrated half: strength 0 would store the "
+                    "plain vector twice"
+                )
+        if self.mode == "windows" and self.fusion is None:
+            self.fusion = WINDOWS_FUSION
+        if self.calibrates:
             encoder.check_calibration(self.calibration)
         self._encoder = encoder
         if self.mode == "sea":
             self._sea = SegmentEmbedAverage(encoder, self.chunker)
+        if self.mode == "windows":
+            self._windows = WindowEmbedder(encoder, self.windows)
         # record what was resolved, so the tag says what actually ran
         self.pooling = encoder.pooling
         self.max_length = encoder.max_length
@@ -182,6 +209,8 @@ class PosFairEmbedding(BaseEmbedding):
             self.query_instruction = prompts.get("query")
         if self.text_instruction is None:
             self.text_instruction = prompts.get("document", prompts.get("passage"))
+        if self._windows is not None:
+            self._windows.splitter.check_fits(self.text_instruction or "")
 
     @classmethod
     def class_name(cls) -> str:
@@ -202,9 +231,25 @@ class PosFairEmbedding(BaseEmbedding):
         return self.mode == "dual"
 
     @property
+    def document_kind(self) -> str:
+        """The vector(s) kept for a whole document: the mode itself, or in windows mode ``windows.document``."""
+        return self.windows.document if self.mode == "windows" else self.mode
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether some document vector is calibrated (so ``calibration`` is part of what the vectors mean)."""
+        return self.document_kind in ("calibrated", "dual")
+
+    @property
+    def document_vectors(self) -> int:
+        """How many whole-document vectors lead a document embedding (windows follow in windows mode)."""
+        return {"dual": 2, "none": 0}.get(self.document_kind, 1)
+
+    @property
     def document_dimension(self) -> int:
-        """Size of what ``get_text_embedding`` returns: ``2 * dimension`` in dual mode."""
-        return self.dimension * (2 if self.is_dual else 1)
+        """Size of what ``get_text_embedding`` returns: ``2 * dimension`` in dual mode. In windows mode the
+        document vectors are followed by a varying number of windows; this is then the size of the first part."""
+        return self.dimension * self.document_vectors
 
     def split_dual(self, embedding: Embedding) -> tuple:
         """A dual document embedding as ``(plain, calibrated)``."""
@@ -234,7 +279,7 @@ class PosFairEmbedding(BaseEmbedding):
             "model_weights": self._encoder.weights_identity,
             "pooling": self.pooling,
             "mode": self.mode,
-            "calibration": self.calibration.tag() if self.mode in ("calibrated", "dual") else None,
+            "calibration": self.calibration.tag() if self.calibrates else None,
             "chunker": self._sea.tag() if self._sea is not None else None,
             "dimension": self.dimension,
             "normalize": self.normalize,
@@ -243,8 +288,10 @@ class PosFairEmbedding(BaseEmbedding):
             "query_instruction": self.query_instruction,
         }
         # the keys below appear only where they apply, so that every other tag (and fingerprint) stays as it was
-        if self.is_dual:
+        if self.fusion is not None:
             tag["fusion"] = self.fusion
+        if self.windows is not None:
+            tag["windows"] = self.windows.tag()
         if not self._encoder.include_prompt:
             tag["prompt_in_pooling"] = False
         dump_tokens = self._encoder.prompt_span(self.text_instruction or "").dump_tokens
@@ -258,9 +305,11 @@ class PosFairEmbedding(BaseEmbedding):
     def to_payload(self) -> dict[str, Any]:
         payload = super().to_payload()
         payload.update(mode=self.mode, pooling=self.pooling, posfair_fingerprint=self.fingerprint())
-        payload["calibration"] = self.calibration.tag() if self.mode in ("calibrated", "dual") else None
-        if self.is_dual:
+        payload["calibration"] = self.calibration.tag() if self.calibrates else None
+        if self.fusion is not None:
             payload["fusion"] = self.fusion
+        if self.windows is not None:
+            payload["windows"] = self.windows.tag()
         return payload
 
     # ------------------------------------------------------------------ embedding
@@ -271,18 +320,22 @@ class PosFairEmbedding(BaseEmbedding):
             return self._sea.encode(
                 checked, prompt=prompt, batch_size=self.embed_batch_size, normalize=self.normalize
             ).tolist()
-        calibration = self.calibration if self.mode in ("calibrated", "dual") else None
         texts = check_texts(texts)
-        vectors = self._encoder.encode(
-            texts,
-            calibration,
-            batch_size=self.embed_batch_size,
-            normalize=self.normalize,
-            dual=self.is_dual,
-            prompt=prompt,
-            tokenized=_BATCH_TOKENS.get(_NO_TOKENS).lookup(self, texts, prompt),
-        )
-        return vectors.tolist()
+        vectors = np.zeros((len(texts), 0), dtype=np.float32)
+        if self.document_vectors:
+            vectors = self._encoder.encode(
+                texts,
+                self.calibration if self.calibrates else None,
+                batch_size=self.embed_batch_size,
+                normalize=self.normalize,
+                dual=self.document_kind == "dual",
+                prompt=prompt,
+                tokenized=_BATCH_TOKENS.get(_NO_TOKENS).lookup(self, texts, prompt),
+            )
+        if self._windows is None:
+            return vectors.tolist()
+        windows = self._windows.encode(texts, prompt=prompt, batch_size=self.embed_batch_size, normalize=self.normalize)
+        return [np.concatenate([d, w.ravel()]).tolist() for d, w in zip(vectors, windows, strict=True)]
 
     def _get_query_embedding(self, query: str) -> Embedding:
         if not isinstance(query, str):
@@ -360,6 +413,7 @@ class PosFairEmbedding(BaseEmbedding):
             "calibration": self.calibration,
             "mode": self.mode,
             "chunker": self.chunker,
+            "windows": self.windows,
             "fusion": self.fusion,
             "pooling": self.pooling,
             "max_length": self.max_length,
@@ -391,7 +445,7 @@ class PosFairEmbedding(BaseEmbedding):
         BaseModel.__setstate__(self, state)  # fields only; the encoder loads on first use (_load_unpickled)
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("_encoder", "_sea"):
+        if name in ("_encoder", "_sea", "_windows"):
             private = object.__getattribute__(self, "__pydantic_private__")
             if private and name not in private and private.get("_unpickled") is not None:
                 self._load_unpickled()
@@ -424,7 +478,8 @@ class PosFairEmbedding(BaseEmbedding):
                 f"{loaded.fingerprint()}, but the embedding was sent with fingerprint {origin['fingerprint']}: the "
                 "two processes see different weights or settings, so their vectors would not be comparable"
             )
-        private["_encoder"], private["_sea"], private["_unpickled"] = loaded._encoder, loaded._sea, None
+        private["_encoder"], private["_sea"], private["_windows"] = loaded._encoder, loaded._sea, loaded._windows
+        private["_unpickled"] = None
 
     # ------------------------------------------------------------------ pickling: end
 
@@ -470,6 +525,7 @@ def settings_from_tag(tag: dict[str, Any]) -> dict[str, Any]:
         "query_instruction": tag.get("query_instruction"),
         "calibration": calibration,
         "chunker": tag.get("chunker"),
+        "windows": tag.get("windows"),
         "fusion": tag.get("fusion"),
     }
 

@@ -27,7 +27,7 @@ from posfair_llamaindex.model_files import (
     resolve_local_folder,
     weights_identity,
 )
-from posfair_llamaindex.options import DTYPES, PADDING_SIDES, POOLINGS
+from posfair_llamaindex.options import DEFAULT_LENGTH_LIMIT, DTYPES, LENGTH_LIMITS, PADDING_SIDES, POOLINGS
 from posfair_llamaindex.pooling import pool_hidden_states, pooling_positions
 from posfair_llamaindex.prompts import NO_PROMPT, PromptSpan, prompt_span
 
@@ -96,12 +96,15 @@ class PosFairEncoder:
         model_name: str,
         *,
         pooling: Optional[str] = None,
-        max_length: Optional[int] = None,
+        max_length: Union[int, str, None] = None,
         device: Optional[str] = None,
         dtype: Union[str, torch.dtype, None] = None,
         trust_remote_code: bool = False,
         padding_side: str = "right",
     ) -> None:
+        """``max_length``: tokens per text, or ``"model_card"`` (sentence-transformers' ``max_seq_length``, as
+        ``SentenceTransformer.encode`` truncates) or ``"positions"`` (the most the model takes); None means
+        :data:`~posfair_llamaindex.options.DEFAULT_LENGTH_LIMIT`. The number in force is ``self.max_length``."""
         if pooling is not None and pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS} or None (detect), got {pooling!r}")
         if padding_side not in PADDING_SIDES:
@@ -127,7 +130,7 @@ class PosFairEncoder:
         self.files = read_sentence_transformer_files(self.folder)
         self._weights_identity: Optional[str] = None
         self.pooling = pooling or self.files.pooling or self._fallback_pooling()
-        self.max_length = self._resolve_max_length(max_length)
+        self.max_length = self.resolve_max_length(max_length)
         self.dense = [layer.to(self.device, self.dtype).eval() for layer in self.files.dense]
         # sentence-transformers' include_prompt: whether mean pooling averages over the prompt's tokens too
         self.include_prompt = self.files.include_prompt
@@ -149,7 +152,11 @@ class PosFairEncoder:
         )
         return chosen
 
-    def _resolve_max_length(self, requested: Optional[int]) -> int:
+    @property
+    def length_limits(self) -> dict[str, Optional[int]]:
+        """The limits ``max_length`` can name: ``positions`` (the tokenizer's and the position table's, whichever is
+        lower) and ``model_card`` (sentence-transformers' ``max_seq_length``, within ``positions``; None without
+        one)."""
         limits = []
         tokenizer_limit = getattr(self.tokenizer, "model_max_length", None)
         if isinstance(tokenizer_limit, int) and tokenizer_limit < 1_000_000:
@@ -157,13 +164,28 @@ class PosFairEncoder:
         position_limit = getattr(self.model.config, "max_position_embeddings", None)
         if isinstance(position_limit, int):
             limits.append(position_limit)
-        limit = min(limits) if limits else None
-        if requested is None:
-            if limit is None:
+        positions = min(limits) if limits else None
+        card = self.files.max_seq_length
+        if isinstance(card, int) and positions is not None:
+            card = min(card, positions)
+        return {"positions": positions, "model_card": card if isinstance(card, int) else None}
+
+    def resolve_max_length(self, requested: Union[int, str, None]) -> int:
+        """The number of tokens ``requested`` means for this model (see ``__init__``)."""
+        limits = self.length_limits
+        limit = limits["positions"]
+        if requested is None or isinstance(requested, str):
+            name = DEFAULT_LENGTH_LIMIT if requested is None else requested
+            if name not in LENGTH_LIMITS:
+                raise ValueError(f"max_length must be an int >= 2 or one of {LENGTH_LIMITS}, got {requested!r}")
+            if name == "model_card" and limits["model_card"] is None:
+                logger.info("%s has no sentence-transformers max_seq_length; using its position limit", self.model_name)
+                name = "positions"
+            if limits[name] is None:
                 raise ValueError(f"{self.model_name} states no maximum length; pass max_length=")
-            return limit
+            return limits[name]
         if isinstance(requested, bool) or not isinstance(requested, int) or requested < 2:
-            raise ValueError(f"max_length must be an int >= 2, got {requested!r}")
+            raise ValueError(f"max_length must be an int >= 2 or one of {LENGTH_LIMITS}, got {requested!r}")
         if limit is not None and requested > limit:
             raise ValueError(f"max_length={requested} exceeds what {self.model_name} supports ({limit})")
         return requested

@@ -10,11 +10,19 @@ from typing import Literal, get_args
 
 Pooling = Literal["first", "last", "mean"]
 Variant = Literal["uniform", "cls_soft", "cls_hard"]
-Mode = Literal["calibrated", "plain", "sea", "dual"]
+Mode = Literal["calibrated", "plain", "sea", "dual", "windows"]
 Fusion = Literal["max", "rrf", "sum"]
 DType = Literal["float32", "float16", "bfloat16"]
 ChunkerKind = Literal["semantic", "sentence", "recursive", "token"]
+# what a windows collection stores beside its windows: the document vector(s) of another mode, or nothing
+WindowDocument = Literal["plain", "calibrated", "dual", "none"]
+# where the evaluation's window vectors come from: windows mode itself, late chunking, or LlamaIndex nodes
+WindowSource = Literal["windows", "late", "nodes"]
 PaddingSide = Literal["right", "left"]
+# which token limit applies when max_length is not a number: the model card's (sentence-transformers'
+# max_seq_length, what SentenceTransformer.encode and LlamaIndex's HuggingFaceEmbedding truncate at) or the
+# most the model's positions allow
+LengthLimit = Literal["model_card", "positions"]
 # the audit's pseudo-query designs; drop-words first, the default (RESULTS.md §14)
 AuditDesign = Literal["drop-words", "ict"]
 
@@ -24,8 +32,13 @@ MODES: tuple = get_args(Mode)
 FUSIONS: tuple = get_args(Fusion)
 DTYPES: tuple = get_args(DType)
 CHUNKERS: tuple = get_args(ChunkerKind)
+WINDOW_DOCUMENTS: tuple = get_args(WindowDocument)
+WINDOW_SOURCES: tuple = get_args(WindowSource)
 PADDING_SIDES: tuple = get_args(PaddingSide)
 AUDIT_DESIGNS: tuple = get_args(AuditDesign)
+LENGTH_LIMITS: tuple = get_args(LengthLimit)
+# the limit when none is given (docs/RESULTS.md, "The token limit in force")
+DEFAULT_LENGTH_LIMIT: LengthLimit = "positions"
 
 # SEA's chunk size when none is given: the paper's basket size, so SEA and calibration share a granularity
 DEFAULT_CHUNK_TOKENS = 128

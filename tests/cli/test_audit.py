@@ -46,6 +46,10 @@ def test_audit_of_the_shipped_examples_prints_json_and_writes_the_report(capsys,
     assert sum(r["recommended"] for r in rows) == 1
     saved = json.loads((tmp_path / "audit-first.json").read_text())
     assert saved["rows"] == rows and saved["recommendation"]["reason"]
+    # --json keeps the reason: on the recommended row, and on no other
+    (chosen,) = [r for r in rows if r["recommended"]]
+    assert chosen["reason"] == saved["recommendation"]["reason"]
+    assert all(r["reason"] is None for r in rows if not r["recommended"])
     assert "20 long enough to audit" not in saved["corpus"]  # 40 shipped documents, 20 sampled
     assert (tmp_path / "audit-first.png").stat().st_size > 10_000
     assert "| plain |" in (tmp_path / "audit-first.md").read_text()
@@ -108,8 +112,13 @@ def test_bad_options_are_refused_before_any_model_loads(capsys, argv, message):
 
 
 def test_a_missing_collection_and_a_corpus_too_small_are_named(capsys, tmp_path, tiny_model_dir):
+    from qdrant_client import QdrantClient
+
+    QdrantClient(path=str(tmp_path / "q")).close()  # an empty store
     code, _, err = run(capsys, "audit", "--collection", "nope", "--qdrant-path", tmp_path / "q")
     assert code == 1 and "collection 'nope' does not exist" in err
+    code, _, err = run(capsys, "audit", "--collection", "nope", "--qdrant-path", tmp_path / "typo")
+    assert code == 1 and "does not exist; nothing was created" in err and not (tmp_path / "typo").exists()
     small = tmp_path / "small"
     small.mkdir()
     for name, text in list(corpus(5).items()):

@@ -47,12 +47,25 @@ def test_recommend_takes_the_best_hm_only_when_its_gain_is_beyond_noise():
     advice = recommend(clear)
     assert (advice["name"], advice["mode"], advice["strength"]) == ("calibrated 0.5", "calibrated", 0.5)
     assert "72.0 against plain's 69.0" in advice["reason"] and "(end) moves +8.0" in advice["reason"]
-    noisy = [plain, _row("dual max 1", "dual", 1.0, 70.0, [1.0, -0.5, 2.5])]
+    fair = _row("plain", "plain", None, 69.0, psi=0.05)
+    noisy = [fair, _row("dual max 1", "dual", 1.0, 70.0, [1.0, -0.5, 2.5])]
     advice = recommend(noisy)
     assert advice["name"] == "plain" and advice["strength"] is None
     assert "dual max 1" in advice["reason"] and "needs no calibration" in advice["reason"]
     with pytest.raises(ValueError, match="plain only"):
         recommend([plain])
+
+
+def test_the_reason_for_plain_follows_plains_psi():
+    """Nothing beats plain beyond noise on a biased corpus: plain is kept, but the corpus is not called fair."""
+    biased = _row("plain", "plain", None, 60.0, groups=(75.0, 60.0, 52.0), psi=0.303)
+    advice = recommend([biased, _row("calibrated 1", "calibrated", 1.0, 61.0, [1.0, -0.8, 2.8])])
+    assert advice["name"] == "plain"
+    assert "needs no calibration" not in advice["reason"]
+    assert "plain PSI is 0.303 [0.253, 0.353] (its end group scores 52.0, its begin group 75.0)" in advice["reason"]
+    assert "position-biased, but none of the settings tried corrects it beyond noise" in advice["reason"]
+    fair = _row("plain", "plain", None, 69.0, psi=0.099)
+    assert "little position bias" in recommend([fair, _row("c", "calibrated", 1.0, 69.0, [0.0, -1.0, 1.0])])["reason"]
 
 
 def test_a_whole_audit_on_a_tiny_model(tiny_model_dir):

@@ -79,11 +79,12 @@ def _check(args) -> None:
 def _collection_texts(args):
     """The collection's node texts, and the model settings its tag records unless model options were given."""
     from posfair_llamaindex.qdrant import collection_tag
-    from posfair_llamaindex.qdrant.texts import node_texts
 
     client = open_client(args)
     if not client.collection_exists(args.collection):
         raise CliError(f"collection {args.collection!r} does not exist (see `posfair collections`)")
+    from posfair_llamaindex.qdrant.texts import node_texts  # LlamaIndex loads once the collection is known
+
     tag = collection_tag(client.get_collection(args.collection))
     base = None
     if tag is not None and not any(getattr(args, name) is not None for name in MODEL_OPTIONS):
@@ -117,14 +118,16 @@ def _folder_texts(args, embed_model):
 
 
 def run_audit(args) -> int:
+    _check(args)
+    strengths = _strengths(args.strengths)
+    if args.collection is not None:
+        # a dead server, a missing folder or collection fails before the model libraries load
+        texts, base = _collection_texts(args)
     from posfair_llamaindex import plots
     from posfair_llamaindex.eval.audit import audit_markdown, audit_texts, chart_rows, recommend
     from posfair_llamaindex.eval.pseudo_queries import AuditCorpusError
 
-    _check(args)
-    strengths = _strengths(args.strengths)
     if args.collection is not None:
-        texts, base = _collection_texts(args)  # a dead server or a missing collection fails before the model loads
         embed_model = embedding_from_args(args, base)
     else:
         embed_model = embedding_from_args(args)
@@ -156,6 +159,8 @@ def run_audit(args) -> int:
     advice = recommend(rows) if args.recommend else None
     for row in rows:
         row["recommended"] = advice is not None and row["name"] == advice["name"]
+        # --json prints the rows alone: the recommended one carries the reason with it
+        row["reason"] = advice["reason"] if row["recommended"] else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"audit-{report.pooling}"

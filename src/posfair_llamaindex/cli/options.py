@@ -12,12 +12,23 @@ from pathlib import Path
 from typing import Any, Optional
 
 from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.options import CHUNKERS, DEFAULT_CHUNK_TOKENS, DTYPES, FUSIONS, MODES, POOLINGS, VARIANTS
+from posfair_llamaindex.options import (
+    CHUNKERS,
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_LENGTH_LIMIT,
+    DTYPES,
+    FUSIONS,
+    LENGTH_LIMITS,
+    MODES,
+    POOLINGS,
+    VARIANTS,
+    WINDOW_DOCUMENTS,
+)
 
 DEFAULT_QDRANT_PATH = "./posfair_qdrant"
 OFFLINE_MODEL = "offline:all-MiniLM-L6-v2"
 CALIBRATION_OPTIONS = ("variant", "strength", "basket_size", "layers", "hard_weight")
-DOCUMENT_OPTIONS = ("mode", "chunker", "chunk_tokens")
+DOCUMENT_OPTIONS = ("mode", "chunker", "chunk_tokens", "window_size", "window_stride", "window_document")
 QUERY_TIME_OPTIONS = ("fusion",)
 MODEL_OPTIONS = ("model", "pooling", "max_length")
 
@@ -60,12 +71,27 @@ def store_options() -> argparse.ArgumentParser:
     return parent
 
 
+def length_value(text: str):
+    """--max-length: a number of tokens, or the name of a limit (options.LENGTH_LIMITS)."""
+    if text in LENGTH_LIMITS:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or one of {', '.join(LENGTH_LIMITS)}") from None
+
+
 def model_options() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("model")
     group.add_argument("--model", default=None, help=f"hub id or local folder (default {OFFLINE_MODEL})")
     group.add_argument("--pooling", choices=POOLINGS, default=None, help="override the detected pooling")
-    group.add_argument("--max-length", type=int, default=None, help="token limit (the model's own)")
+    group.add_argument(
+        "--max-length",
+        type=length_value,
+        default=None,
+        help=f"tokens per text, or {' / '.join(LENGTH_LIMITS)} ({DEFAULT_LENGTH_LIMIT})",
+    )
     group.add_argument("--device", default=None, help="torch device (cuda when available)")
     group.add_argument("--dtype", choices=DTYPES, default=None, help=f"model precision ({DTYPES[0]})")
     group.add_argument("--batch-size", type=int, default=16, help="texts per forward pass (%(default)s)")
@@ -112,9 +138,28 @@ def mode_options() -> argparse.ArgumentParser:
         "--fusion",
         choices=FUSIONS,
         default=None,
-        help="dual mode: how a document's plain and calibrated scores are fused (the pooling's dual default)",
+        help="dual and windows modes: how a document's scores are fused (dual: the pooling's dual default; "
+        "windows: max)",
     )
+    window_options(group)
     return parent
+
+
+def window_options(group, documents: tuple = WINDOW_DOCUMENTS) -> None:
+    """--window-size, --window-stride, --window-document: windows mode's WindowConfig (unset: its defaults)."""
+    group.add_argument("--window-size", type=int, default=None, help="windows mode: tokens per window (128)")
+    group.add_argument("--window-stride", type=int, default=None, help="windows mode: tokens between starts (size)")
+    group.add_argument(
+        "--window-document",
+        choices=documents,
+        default=None,
+        help="windows mode: the document vector(s) kept beside the windows (plain)",
+    )
+
+
+def window_settings(args) -> dict[str, Any]:
+    names = {"window_size": "size", "window_stride": "stride", "window_document": "document"}
+    return {field: getattr(args, name) for name, field in names.items() if getattr(args, name, None) is not None}
 
 
 # ----------------------------------------------------------------------------- parsed options -> objects
@@ -188,20 +233,28 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
     quiet_transformers()
     from posfair_llamaindex.embedding import PosFairEmbedding
     from posfair_llamaindex.sea import ChunkerConfig
+    from posfair_llamaindex.windows import WindowConfig
 
     base = dict(base or {})
     calibration = {**(base.get("calibration") or {}), **calibration_overrides(args)}
     chunker = {**(base.get("chunker") or {}), **chunker_settings(args)}
     mode = getattr(args, "mode", None) or base.get("mode") or MODES[0]
     fusion = getattr(args, "fusion", None) or base.get("fusion")
-    if fusion is not None and mode != "dual":
-        raise CliError(f"--fusion is used by --mode dual only, not mode {mode!r}")
+    if fusion is not None and mode not in ("dual", "windows"):
+        raise CliError(f"--fusion is used by --mode dual and windows only, not mode {mode!r}")
+    windows = {**(base.get("windows") or {}), **window_settings(args)}
+    if windows and mode != "windows":
+        raise CliError(
+            f"--window-size, --window-stride and --window-document are used by --mode windows only, not {mode!r}"
+        )
+    dual_document = mode == "dual" or windows.get("document") == "dual"
     return PosFairEmbedding(
         resolve_model(args.model or base.get("model")),
-        # in dual mode, settings left unset take the dual defaults for the model's pooling
-        calibration=CalibrationConfig(**calibration) if calibration or mode != "dual" else None,
+        # with a dual document, settings left unset take the dual defaults for the model's pooling
+        calibration=CalibrationConfig(**calibration) if calibration or not dual_document else None,
         mode=mode,
         chunker=ChunkerConfig(**chunker) if mode == "sea" else None,
+        windows=WindowConfig(**windows) if mode == "windows" else None,
         fusion=fusion,
         pooling=args.pooling or base.get("pooling"),
         max_length=args.max_length or base.get("max_length"),
@@ -215,8 +268,11 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
     )
 
 
-def open_client(args):
-    """A QdrantClient for --qdrant-url (checked to answer) or --qdrant-path (checked to be free)."""
+def open_client(args, *, create: bool = False):
+    """A QdrantClient for --qdrant-url (checked to answer) or --qdrant-path (checked to exist and be free).
+
+    Only a command that writes a new store (``create``: ingest) may start a folder that is not there; the
+    others refuse it, so a mistyped path is named instead of becoming an empty store."""
     from qdrant_client import QdrantClient
 
     from posfair_llamaindex.qdrant.retry import RetryPolicy, with_retries
@@ -228,6 +284,13 @@ def open_client(args):
         with_retries(client.get_collections, what="get_collections", target=args.qdrant_url, policy=quick)
         return client
     path = Path(args.qdrant_path or DEFAULT_QDRANT_PATH)
+    if not create and not path.is_dir():
+        given = "--qdrant-path" if args.qdrant_path else "the default folder, no --qdrant-path given"
+        problem = "is not a folder" if path.exists() else "does not exist"
+        raise CliError(
+            f"the Qdrant folder {path} ({given}) {problem}; nothing was created. Check the path, or pass "
+            "--qdrant-url for a server (`posfair ingest` creates a new folder)"
+        )
     try:
         return QdrantClient(path=str(path))
     except RuntimeError as error:

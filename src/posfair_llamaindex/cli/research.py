@@ -22,7 +22,7 @@ from posfair_llamaindex.eval.grids import GRID_BASKETS, GRID_LAYERS, STRENGTHS
 
 DEFAULT_DATA = "../shared/data"
 BENCHMARKS = ("squad", "evidence", "nq", "scifact")
-NAMED_CONFIGS = ("plain", "default", "uniform", "cls_hard", "sea", "custom", "dual", "multi")
+NAMED_CONFIGS = ("plain", "default", "uniform", "cls_hard", "sea", "custom", "dual", "multi", "windows")
 
 
 def register(commands) -> None:
@@ -73,6 +73,7 @@ def register(commands) -> None:
         help=f"comma list of {', '.join(NAMED_CONFIGS)}; 'custom' uses --variant/--strength/... (%(default)s)",
     )
     dual_group(evaluate)
+    windows_group(evaluate)
     shuffle = evaluate.add_argument_group("shuffled-sentence test")
     shuffle.add_argument(
         "--shuffle-sentences",
@@ -189,6 +190,63 @@ def dual_group(parser) -> None:
     )
 
 
+def windows_group(parser) -> None:
+    from posfair_llamaindex.options import WINDOW_DOCUMENTS, WINDOW_SOURCES
+
+    group = parser.add_argument_group("windows configurations ('windows' in --configs; each list is a grid)")
+    group.add_argument("--window-size", default="128", help="comma list of window sizes in tokens (%(default)s)")
+    group.add_argument(
+        "--window-stride", default="full", help="comma list: 'full' (= size), 'half' (size / 2) or tokens (%(default)s)"
+    )
+    group.add_argument(
+        "--window-document",
+        default="plain",
+        help=f"comma list of the document vector(s) beside the windows: {', '.join(WINDOW_DOCUMENTS)} (%(default)s)",
+    )
+    group.add_argument(
+        "--window-source",
+        default="windows",
+        help=f"comma list of where window vectors come from: {', '.join(WINDOW_SOURCES)} (%(default)s; late: "
+        "late chunking from one whole-document pass; nodes: LlamaIndex nodes of that size, mapped to their parent)",
+    )
+
+
+def _window_configs(args, model: str) -> list:
+    """The grid of windows configurations: size x stride x source x document x fusion (--fusion's plain rules)."""
+    from posfair_llamaindex.eval.runner import EvalConfig
+    from posfair_llamaindex.options import FUSIONS
+    from posfair_llamaindex.windows import WindowConfig
+
+    def items(text: str) -> list:
+        return [item.strip() for item in text.split(",") if item.strip()]
+
+    fusions = [f for f in _fusions(args.fusion) if f in FUSIONS] or ["max"]
+    configs = []
+    for size in (int(v) for v in items(args.window_size)):
+        for stride_text in items(args.window_stride):
+            stride = {"full": size, "half": size // 2}.get(stride_text) or int(stride_text)
+            for source in items(args.window_source):
+                for document in items(args.window_document):
+                    windows = WindowConfig(size=size, stride=stride, document=document)
+                    calibration = calibration_from_args(args)
+                    if document == "dual" and args.strength is None:
+                        calibration = calibration.model_copy(update={"strength": _dual_strengths(args, model)[0]})
+                    label = f"{'windows' if source == 'windows' else source} {size}/{stride} + {document}"
+                    for fusion in fusions if document != "none" else ["max"]:
+                        configs.append(
+                            EvalConfig(
+                                label if document == "none" else f"{label} ({fusion})",
+                                mode="windows",
+                                calibration=calibration,
+                                fusion=fusion,
+                                windows=windows,
+                                window_source=source,
+                                pooling=args.pooling,
+                            )
+                        )
+    return configs
+
+
 def _fusions(text: str) -> list:
     chosen = [f.strip() for f in text.split(",") if f.strip()]
     unknown = [f for f in chosen if not is_fusion(f)]
@@ -226,6 +284,8 @@ def _configs(args, model: str = "") -> list:
         elif name == "custom":
             calibration = calibration_from_args(args)
             configs.append(EvalConfig(_custom_name(calibration), calibration=calibration, pooling=args.pooling))
+        elif name == "windows":
+            configs.extend(_window_configs(args, model))
         elif name in ("dual", "multi"):
             base = calibration_from_args(args)
             strengths = _dual_strengths(args, model)

@@ -78,7 +78,7 @@ def run_ingest(args) -> int:
         raise CliError(f"--max-file-mb must be positive, got {args.max_file_mb}")
     _check_engine_options(args)
     # the server first: a dead one fails in a second, before the model's libraries or weights load
-    client = open_client(args)
+    client = open_client(args, create=True)  # ingest may start a new folder
     if not args.recreate and client.collection_exists(args.collection):
         _precheck_tag(args, client)
     if args.engine == "ray":

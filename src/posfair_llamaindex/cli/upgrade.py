@@ -9,10 +9,11 @@ from posfair_llamaindex.cli.options import (
     model_options,
     open_client,
     store_options,
+    window_options,
 )
 from posfair_llamaindex.options import FUSIONS
 
-UPGRADE_MODES = ("dual", "calibrated")
+UPGRADE_MODES = ("dual", "calibrated", "windows")
 
 
 def register(commands) -> None:
@@ -22,15 +23,22 @@ def register(commands) -> None:
         help="turn a LlamaIndex QdrantVectorStore collection into a posfair collection",
         description="Read every node's text from the payload of a collection that LlamaIndex's QdrantVectorStore "
         "wrote with the same model, and write a new tagged collection. A sample of at least 32 nodes is encoded "
-        "again first and must reproduce the stored vectors, or nothing is written. In dual mode the stored vectors "
-        "are kept as the plain vectors and only the calibrated ones are computed. A rerun resumes.",
+        "again first and must reproduce the stored vectors, or nothing is written. In dual and windows modes the "
+        "stored vectors are kept as the plain (document) vectors and only the calibrated vectors and the windows are "
+        "computed. A rerun resumes.",
     )
     upgrade.add_argument("--collection", required=True, help="the existing collection")
     upgrade.add_argument("--into", required=True, help="the new posfair collection")
     upgrade.add_argument("--mode", choices=UPGRADE_MODES, default=UPGRADE_MODES[0], help="(%(default)s)")
-    upgrade.add_argument("--fusion", choices=FUSIONS, default=None, help="dual mode's fusion rule (pooling default)")
     upgrade.add_argument(
-        "--replace", action="store_true", help="delete the old collection once the new one is complete"
+        "--fusion", choices=FUSIONS, default=None, help="dual and windows modes' fusion rule (their default)"
+    )
+    # the stored vector becomes the windows' document vector: a plain or a dual document
+    window_options(upgrade.add_argument_group("windows mode"), documents=("plain", "dual"))
+    upgrade.add_argument(
+        "--replace",
+        action="store_true",
+        help="delete the old collection once a check by point id finds every one of its points in the new one",
     )
     upgrade.add_argument("--sample", type=int, default=32, help="nodes the check encodes again (at least 32)")
     upgrade.add_argument(
@@ -47,7 +55,8 @@ def register(commands) -> None:
 def run_upgrade(args) -> int:
     from pydantic import ValidationError
 
-    from posfair_llamaindex.upgrade import UpgradeSettings, upgrade_collection
+    # imports no model library: everything that can be refused without the model is, at once
+    from posfair_llamaindex.upgrade import UpgradeSettings, inspect_source
 
     try:
         settings = UpgradeSettings(source=args.collection, target=args.into, sample=args.sample, replace=args.replace)
@@ -62,11 +71,12 @@ def run_upgrade(args) -> int:
             raise CliError(f"--engine ray: {RAY_MISSING}")
         if args.actors is not None and args.actors < 1:
             raise CliError(f"--actors must be at least 1, got {args.actors}")
-    if args.fusion is not None and args.mode != "dual":
-        raise CliError("--fusion is used by --mode dual only")
-    client = open_client(args)  # a dead server fails before the model loads
+    if args.fusion is not None and args.mode not in ("dual", "windows"):
+        raise CliError("--fusion is used by --mode dual and windows only")
+    client = open_client(args)  # a dead server, or a folder that does not exist, fails before the model loads
     if not client.collection_exists(args.collection):
         raise CliError(f"collection {args.collection!r} does not exist (see `posfair collections`)")
+    inspect_source(client, args.collection)  # tagged, hybrid, empty: refused before the model libraries load
     embed_model = embedding_from_args(args)
     if args.engine == "ray":
         from posfair_llamaindex.distributed import RayIngestSettings
@@ -77,12 +87,24 @@ def run_upgrade(args) -> int:
         )
         report = ray_upgrade(client, embed_model, settings, ray_settings, show_progress=True)
     else:
+        from posfair_llamaindex.upgrade import upgrade_collection
+
         report = upgrade_collection(client, embed_model, settings, show_progress=True)
     print(
         f"upgraded {args.collection!r} into {args.into!r} ({args.mode}): {report.points} node(s), {report.written} "
         f"written now, {report.already_there} already there; checked {report.checked} node(s), lowest cosine "
         f"{report.min_cosine:.6f}; {report.plain_reused} stored vector(s) kept as plain, "
-        f"{report.calibrated_computed} calibrated computed"
-        + (f"; {args.collection!r} deleted" if report.replaced else "")
+        f"{report.computed} encoded (calibrated vectors, windows)"
+        + (
+            f"; {report.caught_up} added or changed in {args.collection!r} during the upgrade, copied"
+            if report.caught_up
+            else ""
+        )
+        + (
+            f"; {report.target_only} in {args.into!r} that {args.collection!r} no longer holds, kept"
+            if report.target_only
+            else ""
+        )
+        + (f"; {args.collection!r} deleted, every one of its points being in {args.into!r}" if report.replaced else "")
     )
     return 0

@@ -135,8 +135,6 @@ class EmbedDocuments:
         work = [_Node(row.nodes[i], row.label, i) for row in rows for i in row.todo]
         if work:
             _embed(work, self.embed_model)
-        width = self.embed_model.document_dimension
-        for row in rows:
-            vectors = [row.nodes[i].embedding for i in row.todo]
-            row.vectors = np.asarray(vectors, dtype=np.float32).reshape(len(row.todo), width)
+        for row in rows:  # one embedding per node; their sizes differ between nodes in windows mode
+            row.vectors = [np.asarray(row.nodes[i].embedding, dtype=np.float32) for i in row.todo]
         return to_table(rows)

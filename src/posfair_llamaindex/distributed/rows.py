@@ -28,8 +28,8 @@ SCHEMA = pa.schema(
         ("no_text", pa.bool_()),  # a skipped file that holds no text: its old points are stale
         ("nodes", pa.string()),  # JSON list of the document's nodes (LlamaIndex to_dict)
         ("todo", pa.string()),  # JSON list of the positions of the nodes to embed
-        ("vectors", pa.binary()),  # float32 [len(todo), width], row-major; empty until embedded
-        ("width", pa.int64()),  # floats per vector (2 x dimension in dual mode)
+        ("vectors", pa.binary()),  # float32 embeddings of the nodes in todo, one after another; empty until embedded
+        ("sizes", pa.string()),  # JSON list: floats per embedding (dual: 2 x dimension; windows: varies by node)
     ]
 )
 
@@ -42,7 +42,7 @@ class DocumentRow:
     no_text: bool = False
     nodes: list[TextNode] = field(default_factory=list)
     todo: list[int] = field(default_factory=list)
-    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    vectors: list[np.ndarray] = field(default_factory=list)  # one float32 embedding per node in todo
 
     @property
     def is_skipped(self) -> bool:
@@ -56,9 +56,9 @@ class DocumentRow:
         if len(self.vectors) != len(self.todo):
             raise ValueError(f"{self.label}: {len(self.vectors)} vectors for {len(self.todo)} nodes to write")
         nodes = []
-        for position, vector in zip(self.todo, self.vectors.tolist(), strict=True):
+        for position, vector in zip(self.todo, self.vectors, strict=True):
             node = self.nodes[position]
-            node.embedding = vector
+            node.embedding = vector.tolist()
             nodes.append(node)
         return nodes
 
@@ -74,15 +74,15 @@ def skipped_row(skipped: SkippedFile) -> DocumentRow:
 def to_table(rows: Sequence[DocumentRow]) -> pa.Table:
     columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
     for row in rows:
-        vectors = np.ascontiguousarray(row.vectors, dtype=np.float32)
+        vectors = [np.asarray(vector, dtype=np.float32) for vector in row.vectors]
         columns["doc_id"].append(row.doc_id)
         columns["label"].append(row.label)
         columns["skipped"].append(row.skipped)
         columns["no_text"].append(row.no_text)
         columns["nodes"].append(json.dumps([node.to_dict() for node in row.nodes]))
         columns["todo"].append(json.dumps(row.todo))
-        columns["vectors"].append(vectors.tobytes())
-        columns["width"].append(vectors.shape[1] if vectors.ndim == 2 else 0)
+        columns["vectors"].append(b"".join(vector.tobytes() for vector in vectors))
+        columns["sizes"].append(json.dumps([len(vector) for vector in vectors]))
     return pa.table(columns, schema=SCHEMA)
 
 
@@ -90,8 +90,8 @@ def from_table(table: pa.Table) -> list[DocumentRow]:
     rows = []
     for record in table.to_pylist():
         todo = json.loads(record["todo"])
-        width = record["width"]
-        vectors = np.frombuffer(record["vectors"], dtype=np.float32)
+        sizes = json.loads(record["sizes"])
+        flat = np.frombuffer(record["vectors"], dtype=np.float32)
         rows.append(
             DocumentRow(
                 doc_id=record["doc_id"],
@@ -100,7 +100,7 @@ def from_table(table: pa.Table) -> list[DocumentRow]:
                 no_text=record["no_text"],
                 nodes=[TextNode.from_dict(data) for data in json.loads(record["nodes"])],
                 todo=todo,
-                vectors=vectors.reshape(len(todo) if width else 0, width),
+                vectors=np.split(flat, np.cumsum(sizes)[:-1]) if sizes else [],
             )
         )
     return rows

@@ -22,7 +22,7 @@ except ImportError as error:
 from posfair_llamaindex.distributed.pipeline import _actor_resources, _start_ray, actor_settings
 from posfair_llamaindex.distributed.settings import RayIngestSettings
 from posfair_llamaindex.embedding import PosFairEmbedding
-from posfair_llamaindex.upgrade import UpgradeReport, UpgradeSettings, calibrated_twin, upgrade_collection
+from posfair_llamaindex.upgrade import UpgradeReport, UpgradeSettings, computed_part, upgrade_collection
 
 
 @ray.remote
@@ -58,7 +58,7 @@ def ray_upgrade(
     ray_settings = ray_settings or RayIngestSettings()
     _start_ray(ray_settings)
     resources = _actor_resources(ray_settings, server=False)  # refuses a pool that cannot fit
-    twin = calibrated_twin(embed_model)
+    twin = computed_part(embed_model)
     kwargs = actor_settings(twin, ray_settings, resources)
     actors = [
         CalibratedEncoder.options(num_cpus=resources.cpus, num_gpus=resources.gpus).remote(

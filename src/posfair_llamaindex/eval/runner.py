@@ -24,8 +24,10 @@ from posfair_llamaindex.encoder import PosFairEncoder
 from posfair_llamaindex.eval.data import Benchmark, RetrievalTask
 from posfair_llamaindex.eval.fusion import fuse, per_document_choice
 from posfair_llamaindex.eval.metrics import bootstrap, ndcg_at_k, paired_difference, recall_at_k
-from posfair_llamaindex.options import FUSIONS
+from posfair_llamaindex.eval.windows import max_sim, window_vectors
+from posfair_llamaindex.options import FUSIONS, WINDOW_SOURCES
 from posfair_llamaindex.sea import ChunkerConfig
+from posfair_llamaindex.windows import WindowConfig
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,20 @@ class EvalConfig:
     # fuse further calibrated vectors with it (``calibration`` is always the first calibrated one)
     fusion: Optional[str] = None
     more_calibrations: tuple = ()
+    # windows mode: the windows and the document vector(s) beside them, and where the window vectors come
+    # from (eval.windows.WINDOW_SOURCES: the mode itself, or the alternatives it is measured against)
+    windows: Optional[WindowConfig] = None
+    window_source: str = "windows"
 
     def __post_init__(self) -> None:
-        if (self.mode == "dual") != (self.fusion is not None):
-            raise ValueError(f"{self.name}: a fusion rule goes with mode 'dual' and only with it")
+        if (self.mode in ("dual", "windows")) != (self.fusion is not None):
+            raise ValueError(f"{self.name}: a fusion rule goes with modes 'dual' and 'windows' and only with them")
         if self.more_calibrations and self.mode != "dual":
             raise ValueError(f"{self.name}: more calibrated vectors need mode 'dual'")
+        if (self.mode == "windows") != (self.windows is not None):
+            raise ValueError(f"{self.name}: window settings go with mode 'windows' and only with it")
+        if self.window_source not in WINDOW_SOURCES:
+            raise ValueError(f"{self.name}: window source must be one of {WINDOW_SOURCES}, got {self.window_source!r}")
 
     @classmethod
     def plain(cls, pooling: Optional[str] = None, name: str = "plain") -> EvalConfig:
@@ -65,6 +75,8 @@ class ConfigResult:
     recall_summary: dict[str, tuple] = field(default_factory=dict)
     # aggregate nDCG@10 minus the first plain configuration's, paired over the same queries (x100)
     delta_vs_plain: Optional[tuple] = None
+    # vectors stored per document (windows mode: document vectors and windows), averaged over the corpus
+    vectors_per_document: float = 1.0
 
 
 @dataclass
@@ -122,6 +134,7 @@ def evaluate(
             calibration=config.calibration,
             mode=config.mode,
             chunker=config.chunker if config.mode == "sea" else None,
+            windows=config.windows,
             fusion=config.fusion if config.fusion in FUSIONS else ("max" if config.mode == "dual" else None),
             encoder=encoder,
             embed_batch_size=batch_size,
@@ -135,6 +148,7 @@ def evaluate(
         computed = False
         ndcg: dict[str, list] = {g: [] for g in benchmark.groups}
         recall: dict[str, list] = {g: [] for g in benchmark.groups}
+        stored = documents_seen = 0
         for task, queries in zip(benchmark.tasks, query_vectors[encoder.pooling], strict=True):
             doc_ids = list(task.documents)
             members = []
@@ -142,10 +156,13 @@ def evaluate(
                 documents, fresh = _document_vectors(member, task, doc_ids, cache_dir, show_progress, memo)
                 computed = computed or fresh
                 members.append(documents)
+                stored += len(documents) if isinstance(documents, np.ndarray) else sum(len(w) for w in documents)
+            documents_seen += len(doc_ids)
             if config.fusion == "perdoc":  # one vector per document (plain when every calibration drifts), then max
                 members = [members[0], per_document_choice(members[0], members)]
             fused = fuse(
-                [queries @ m.T for m in members], "max" if config.fusion == "perdoc" else config.fusion or "max"
+                [queries @ m.T if isinstance(m, np.ndarray) else max_sim(queries, m) for m in members],
+                "max" if config.fusion == "perdoc" else config.fusion or "max",
             )
             for query, ranked in zip(task.queries, _top_k(fused, doc_ids, k), strict=True):
                 ndcg[query.group].append(ndcg_at_k(ranked, query.relevant, k))
@@ -157,6 +174,7 @@ def evaluate(
             time.perf_counter() - start if computed else None,
             {g: np.asarray(v) for g, v in ndcg.items()},
             {g: np.asarray(v) for g, v in recall.items()},
+            vectors_per_document=stored / max(documents_seen, 1),
         )
         groups = [g for g in benchmark.groups if len(result.ndcg[g])]
         result.summary = _scaled(bootstrap(result.ndcg, groups, samples=bootstrap_samples))
@@ -188,41 +206,83 @@ def _encode_queries(embedding: PosFairEmbedding, task: RetrievalTask, batch_size
     return embedding.encoder.encode(texts, None, batch_size=max(batch_size, 64), normalize=True, prompt=prompt)
 
 
-def _document_vectors(embedding, task, doc_ids, cache_dir, show_progress, memo: dict) -> tuple:
-    """The task's document vectors, and whether they were computed (False: from the cache or this run's memo)."""
+@dataclass(frozen=True)
+class _WindowMember:
+    """The window vectors of a windows configuration: ``[windows, dim]`` per document, scored by MaxSim."""
+
+    embedding: PosFairEmbedding  # windows mode with document "none": its fingerprint says what the windows are
+    source: str
+    batch_size: int
+
+    def key(self) -> str:
+        return f"{self.embedding.fingerprint()}-{self.source}"
+
+    def compute(self, texts: list[str]) -> list[np.ndarray]:
+        e = self.embedding
+        return window_vectors(self.source, e.encoder, texts, e.windows, e.text_instruction or "", self.batch_size)
+
+
+def _document_vectors(member, task, doc_ids, cache_dir, show_progress, memo: dict) -> tuple:
+    """The task's document vectors (a list of per-document window arrays for a window member), and whether they
+    were computed (False: from the cache or this run's memo)."""
     texts = [task.documents[d] for d in doc_ids]
     digest = hashlib.sha256("\x1e".join(doc_ids + texts).encode("utf-8")).hexdigest()[:16]
-    key = f"{embedding.fingerprint()}-{digest}"
+    windowed = isinstance(member, _WindowMember)
+    key = f"{member.key() if windowed else member.fingerprint()}-{digest}"
     if key in memo:
         return memo[key], False
-    path = Path(cache_dir) / f"{key}.npy" if cache_dir is not None else None
+    path = Path(cache_dir) / f"{key}.{'npz' if windowed else 'npy'}" if cache_dir is not None else None
     if path is not None and path.is_file():
-        memo[key] = np.load(path)
+        memo[key] = _load_windows(path) if windowed else np.load(path)
         return memo[key], False
-    vectors = np.asarray(embedding.get_text_embedding_batch(texts, show_progress=show_progress), dtype=np.float32)
+    if windowed:
+        vectors = member.compute(texts)
+    else:
+        vectors = np.asarray(member.get_text_embedding_batch(texts, show_progress=show_progress), dtype=np.float32)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.save(path, vectors)
+        if windowed:
+            np.savez(path, vectors=np.concatenate(vectors), counts=np.array([len(w) for w in vectors]))
+        else:
+            np.save(path, vectors)
     memo[key] = vectors
     return vectors, True
 
 
+def _load_windows(path: Path) -> list[np.ndarray]:
+    with np.load(path) as stored:
+        return np.split(stored["vectors"], np.cumsum(stored["counts"])[:-1])
+
+
 def _vector_sets(config: EvalConfig, embedding: PosFairEmbedding, encoder: PosFairEncoder, batch_size: int) -> list:
-    """The single-vector embeddings whose document vectors a config scores: itself, or a dual config's members.
+    """What a config scores: itself, or the members of a dual or windows config.
 
     A dual config is scored from its plain and calibrated members, each encoded (and cached) on its own;
     the shared pass gives the same vectors (tests/test_dual_encoding.py), and members are shared between
-    fusion rules and with the single-vector configurations of the same run.
+    fusion rules and with the single-vector configurations of the same run. A windows config is scored from
+    its document member(s) and its window vectors (MaxSim), shared likewise between configs.
     """
-    if config.mode != "dual":
+    if config.mode not in ("dual", "windows"):
         return [embedding]
-    members = [PosFairEmbedding(embedding.model_name, mode="plain", encoder=encoder, embed_batch_size=batch_size)]
-    for calibration in (config.calibration, *config.more_calibrations):
+    kind = embedding.document_kind
+    members: list = []
+    if kind in ("plain", "dual"):
         members.append(
-            PosFairEmbedding(
-                embedding.model_name, calibration=calibration, encoder=encoder, embed_batch_size=batch_size
-            )
+            PosFairEmbedding(embedding.model_name, mode="plain", encoder=encoder, embed_batch_size=batch_size)
         )
+    if kind in ("calibrated", "dual"):
+        for calibration in (config.calibration, *config.more_calibrations):
+            members.append(
+                PosFairEmbedding(
+                    embedding.model_name, calibration=calibration, encoder=encoder, embed_batch_size=batch_size
+                )
+            )
+    if config.windows is not None:
+        windows_only = config.windows.model_copy(update={"document": "none"})
+        only = PosFairEmbedding(
+            embedding.model_name, mode="windows", windows=windows_only, encoder=encoder, embed_batch_size=batch_size
+        )
+        members.append(_WindowMember(only, config.window_source, batch_size))
     return members
 
 
