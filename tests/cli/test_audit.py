@@ -39,7 +39,7 @@ def test_audit_of_the_shipped_examples_prints_json_and_writes_the_report(capsys,
     )
     assert code == 0, err
     rows = json.loads(out)
-    assert [(r["mode"], r["strength"]) for r in rows] == [("plain", None), ("calibrated", 1.0)]
+    assert [(r["mode"], r["strength"]) for r in rows] == [("plain", None), ("calibrated", 1.0), ("windows", None)]
     for row in rows:
         assert {"hm", "psi", "groups", "ndcg", "recommended"} <= set(row)
         assert set(row["groups"]) == {"begin", "middle", "end"} and len(row["hm"]) == 3

@@ -9,6 +9,7 @@ import pytest
 from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.eval.audit import audit_configs, audit_markdown, audit_texts, chart_rows, recommend
 from posfair_llamaindex.eval.runner import EvalConfig
+from posfair_llamaindex.windows import WindowConfig
 from tests.eval.test_pseudo_queries import corpus
 
 
@@ -23,6 +24,15 @@ def test_configs_are_plain_each_strength_and_the_pooling_dual_default():
     assert [c.name for c in audit_configs(None, "first", strengths=(0.5,), dual=False)] == ["plain", "calibrated 0.5"]
     with pytest.raises(ValueError, match=r"in \(0, 1\]"):
         audit_configs(None, "first", strengths=(0.0,))
+
+
+def test_windows_mode_joins_the_audit_with_the_windows_it_is_given():
+    configs = audit_configs(None, "mean", strengths=(0.5,), windows=WindowConfig(size=64, document="dual"))
+    windows = configs[-1]
+    assert windows.name == "windows 64/64 + dual" and windows.mode == "windows" and windows.fusion == "max"
+    assert windows.calibrates and windows.calibration.strength == 0.85  # the dual document's default strength
+    plain_document = audit_configs(None, "first", strengths=(0.5,), windows=WindowConfig())[-1]
+    assert plain_document.name == "windows 128/128 + plain" and not plain_document.calibrates
 
 
 def _row(name, mode, strength, hm, gain=None, groups=(80.0, 70.0, 60.0), psi=0.25):

@@ -45,6 +45,11 @@ def register(commands) -> None:
     )
     audit.add_argument("--no-dual", action="store_true", help="leave dual mode out")
     audit.add_argument(
+        "--no-windows",
+        action="store_true",
+        help="leave windows mode out (scored with its defaults, or with the audited collection's own windows)",
+    )
+    audit.add_argument(
         "--design", choices=AUDIT_DESIGNS, default=AUDIT_DESIGNS[0], help="pseudo-query design (%(default)s)"
     )
     audit.add_argument("--recommend", action="store_true", help="suggest a mode and strength, and say why")
@@ -117,6 +122,15 @@ def _folder_texts(args, embed_model):
     return texts
 
 
+def _windows(embed_model):
+    """The windows an audit scores: the audited collection's own, or windows mode's defaults."""
+    from posfair_llamaindex.windows import WindowConfig
+
+    if embed_model.mode == "windows":
+        return embed_model.windows
+    return WindowConfig()
+
+
 def run_audit(args) -> int:
     _check(args)
     strengths = _strengths(args.strengths)
@@ -152,6 +166,7 @@ def run_audit(args) -> int:
             bootstrap_samples=args.bootstrap,
             encoder=encoder,
             dual=not args.no_dual,
+            windows=None if args.no_windows else _windows(embed_model),
         )
     except AuditCorpusError as error:
         raise CliError(str(error)) from None

@@ -20,6 +20,7 @@ from posfair_llamaindex.eval.metrics import paired_summary_difference
 from posfair_llamaindex.eval.pseudo_queries import DESIGNS, CorpusScreen, pseudo_query_benchmark
 from posfair_llamaindex.eval.runner import EvalConfig, EvalRun, evaluate
 from posfair_llamaindex.options import AUDIT_STRENGTHS
+from posfair_llamaindex.windows import WindowConfig
 
 
 @dataclass
@@ -38,8 +39,10 @@ def audit_configs(
     base: Optional[CalibrationConfig] = None,
     strengths: Sequence[float] = AUDIT_STRENGTHS,
     dual: bool = True,
+    windows: Optional[WindowConfig] = None,
 ) -> list[EvalConfig]:
-    """Plain, the calibrated vector at each strength, and dual mode with its defaults for the model's pooling."""
+    """Plain, the calibrated vector at each strength, dual mode with its defaults for the model's pooling, and
+    windows mode with ``windows`` (max fusion) when given."""
     base = base or CalibrationConfig()
     configs = [EvalConfig.plain(pooling)]
     for strength in strengths:
@@ -53,6 +56,14 @@ def audit_configs(
         name = f"dual {defaults['fusion']} {defaults['strength']:g}"
         configs.append(
             EvalConfig(name, mode="dual", calibration=calibration, fusion=defaults["fusion"], pooling=pooling)
+        )
+    if windows is not None:
+        calibration = base
+        if windows.document == "dual":
+            calibration = base.model_copy(update={"strength": DUAL_DEFAULTS[resolved_pooling]["strength"]})
+        name = f"windows {windows.size}/{windows.step} + {windows.document}"
+        configs.append(
+            EvalConfig(name, mode="windows", calibration=calibration, fusion="max", windows=windows, pooling=pooling)
         )
     return configs
 
@@ -78,6 +89,7 @@ def audit_texts(
     show_progress: bool = True,
     encoder: Optional[PosFairEncoder] = None,
     dual: bool = True,
+    windows: Optional[WindowConfig] = None,
 ) -> AuditReport:
     """Audit documents (id -> text) under ``configs`` (default: :func:`audit_configs`); see :class:`AuditReport`.
 
@@ -94,13 +106,11 @@ def audit_texts(
         )
     base = calibration or CalibrationConfig()
     if configs is None:
-        configs = audit_configs(pooling, encoder.pooling, base, strengths, dual)
+        configs = audit_configs(pooling, encoder.pooling, base, strengths, dual, windows)
     if not any(c.mode == "plain" for c in configs):
         raise ValueError("an audit compares with plain: include a plain configuration")
     # a document must span two baskets of every calibrated configuration, or calibration leaves it alone
-    basket = max(
-        (c.calibration.basket_size for c in configs if c.mode in ("calibrated", "dual")), default=base.basket_size
-    )
+    basket = max((c.calibration.basket_size for c in configs if c.calibrates), default=base.basket_size)
     benchmark, screen = pseudo_query_benchmark(
         texts,
         encoder.tokenizer,
@@ -143,8 +153,8 @@ def audit_rows(run: EvalRun, bootstrap_samples: int = 1000) -> list[dict]:
         row: dict[str, Any] = {
             "name": c.name,
             "mode": c.mode,
-            "strength": None if c.mode in ("plain", "sea") else c.calibration.strength,
-            "variant": None if c.mode in ("plain", "sea") else c.calibration.variant,
+            "strength": c.calibration.strength if c.calibrates else None,
+            "variant": c.calibration.variant if c.calibrates else None,
             "fusion": c.fusion,
             "pooling": result.pooling,
             "fingerprint": result.fingerprint,

@@ -58,6 +58,13 @@ class EvalConfig:
         if self.window_source not in WINDOW_SOURCES:
             raise ValueError(f"{self.name}: window source must be one of {WINDOW_SOURCES}, got {self.window_source!r}")
 
+    @property
+    def calibrates(self) -> bool:
+        """Whether ``calibration`` shapes some of this config's vectors."""
+        if self.mode == "windows":
+            return self.windows.calibrated
+        return self.mode in ("calibrated", "dual")
+
     @classmethod
     def plain(cls, pooling: Optional[str] = None, name: str = "plain") -> EvalConfig:
         return cls(name, mode="plain", pooling=pooling)
