@@ -2,7 +2,7 @@
 
 ``posfair eval`` pairs every configuration with plain inside one run. Settings that are per run, not per
 configuration (``--max-length``, ``--model``), need two runs; this pairs them query by query from their
-``per-query-*.json`` files (same benchmark, same seed: the same queries in the same order) and prints the
+``per-query-*.json`` files (which must list the same query ids in the same order) and prints the
 differences of the group means, HM, PSI and aggregate nDCG@10 with paired bootstrap 95% intervals.
 
     python benchmarks/compare_runs.py RUN_A/per-query-squad-longposq-mean.json plain \\
@@ -37,8 +37,8 @@ def main() -> None:
     args = parser.parse_args()
     ours_data, ours = load(args.ours, args.our_config)
     theirs_data, theirs = load(args.theirs, args.their_config)
-    if ours_data["benchmark"] != theirs_data["benchmark"]:
-        raise SystemExit(f"different benchmarks: {ours_data['benchmark']!r} and {theirs_data['benchmark']!r}")
+    if ours_data["benchmark"] != theirs_data["benchmark"] or ours_data["queries"] != theirs_data["queries"]:
+        raise SystemExit(f"not the same queries: {ours_data['benchmark']!r} and {theirs_data['benchmark']!r}")
     groups = list(ours_data["queries"])
     difference = paired_summary_difference(ours, theirs, groups, samples=args.samples)
     print(f"{args.our_config} ({args.ours}) minus {args.their_config} ({args.theirs}), paired over the same queries:")

@@ -47,7 +47,9 @@ def to_markdown(run: EvalRun) -> str:
     head = ["config", "pooling"] + [f"nDCG@10 {g}" for g in groups if positional]
     head += (["HM", "PSI"] if positional else []) + ["nDCG@10", "Δ nDCG@10 vs plain (paired)", "Recall@10", "doc s"]
     lines = [
-        f"**{run.benchmark.describe()}**, model `{display_name(run.model)}`; 95% bootstrap intervals over queries.",
+        f"**{run.benchmark.describe()}**, model `{display_name(run.model)}`"
+        + (f" at {run.max_length} tokens" if run.max_length else "")
+        + "; 95% bootstrap intervals over queries.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -76,6 +78,7 @@ def to_json(run: EvalRun) -> dict[str, Any]:
         "queries": run.benchmark.query_count,
         "groups": list(run.benchmark.groups),
         "model": run.model,
+        "max_length": run.max_length,
         "machine": f"{platform.machine()} {platform.system()}, Python {platform.python_version()}",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "query_seconds": run.query_seconds,

@@ -92,6 +92,8 @@ class EvalRun:
     model: str
     results: list[ConfigResult]
     query_seconds: dict[str, float]
+    # the token limit the documents and queries were encoded at (every benchmark states its limit)
+    max_length: Optional[int] = None
 
 
 def evaluate(
@@ -188,7 +190,8 @@ def evaluate(
         result.recall_summary = _scaled(bootstrap(result.recall, groups, samples=bootstrap_samples))
         results.append(result)
     _compare_with_plain(results, benchmark.groups, bootstrap_samples)
-    return EvalRun(benchmark, model, results, query_seconds)
+    limits = {encoder.max_length for encoder in encoders.values()}
+    return EvalRun(benchmark, model, results, query_seconds, limits.pop() if len(limits) == 1 else None)
 
 
 def _compare_with_plain(results: list[ConfigResult], groups: Sequence[str], samples: int) -> None:
