@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import random
 
 import pytest
@@ -267,3 +268,172 @@ def test_wrong_client_type_is_refused(embed_model):
         tagged_vector_store("http://localhost:6333", "x", embed_model)
     with pytest.raises(ValueError, match="atagged_vector_store"):
         tagged_vector_store(None, "x", embed_model)
+
+
+# ----------------------------------------------------------------------------- a real cluster: two nodes
+QDRANT_IMAGE = os.environ.get("POSFAIR_QDRANT_IMAGE", "qdrant/qdrant:v1.16.2")
+
+
+@pytest.fixture(scope="module")
+def qdrant_cluster():
+    """Two Qdrant nodes in cluster mode on one Docker network: (url of node 0, url of node 1).
+
+    The documented two-node setup: node 0 starts the consensus (``--uri``), node 1 joins it (``--bootstrap``).
+    Skips, saying why, where testcontainers or a Docker daemon is missing.
+    """
+    try:
+        from docker.errors import DockerException
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.network import Network
+    except ImportError as error:
+        pytest.skip(f"testcontainers is not installed: {error}")
+    try:
+        network = Network()
+        network.create()
+    except DockerException as error:
+        pytest.skip(f"no Docker daemon for a two-node Qdrant cluster: {error}")
+    commands = (
+        "./qdrant --uri http://node0:6335",
+        'bash -c "sleep 2 && ./qdrant --bootstrap http://node0:6335 --uri http://node1:6335"',
+    )
+    nodes = []
+    try:
+        for index, command in enumerate(commands):
+            node = (
+                DockerContainer(QDRANT_IMAGE)
+                .with_network(network)
+                .with_network_aliases(f"node{index}")
+                .with_env("QDRANT__CLUSTER__ENABLED", "true")
+                .with_command(command)
+                .with_exposed_ports(6333)
+            )
+            node.start()
+            nodes.append(node)
+        urls = [f"http://{n.get_container_host_ip()}:{n.get_exposed_port(6333)}" for n in nodes]
+        _wait_for_peers(urls[0], peers=2)
+        yield urls
+    finally:
+        for node in nodes:
+            node.stop()
+        network.remove()
+
+
+def _wait_for_peers(url, peers, timeout_s=90.0):
+    import time
+
+    import requests
+
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            status = requests.get(f"{url}/cluster", timeout=2).json()["result"]
+            if len(status.get("peers", {})) >= peers and status.get("raft_info", {}).get("leader") is not None:
+                return
+            last = status
+        except Exception as error:  # not up yet
+            last = error
+        time.sleep(1)
+    raise RuntimeError(f"the Qdrant cluster at {url} did not reach {peers} peers in {timeout_s}s: {last}")
+
+
+def _cluster_shards(client, name):
+    info = client.http.distributed_api.collection_cluster_info(name).result
+    replicas = [(s.shard_id, s.shard_key, "local", s.state) for s in info.local_shards]
+    replicas += [(s.shard_id, s.shard_key, s.peer_id, s.state) for s in info.remote_shards]
+    return replicas
+
+
+def _nodes(texts, tenant):
+    return [TextNode(text=text, id_=f"{tenant}-{i}", metadata={"tenant": tenant}) for i, text in enumerate(texts)]
+
+
+def test_a_dual_hybrid_collection_on_two_shards_with_a_replica_each(qdrant_cluster, embed_model):
+    from llama_index.core import StorageContext
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+    from qdrant_client import QdrantClient
+    from qdrant_client.http import models as rest
+
+    from posfair_llamaindex import PosFairEmbedding
+    from posfair_llamaindex.qdrant.sparse import WordPieceBM25
+
+    dual = PosFairEmbedding(embed_model.model_name, mode="dual", encoder=embed_model.encoder)
+    bm25 = WordPieceBM25.for_embedding(dual)
+    first, second = (QdrantClient(url=url) for url in qdrant_cluster)
+    options = dict(
+        shard_number=2,
+        replication_factor=2,
+        write_consistency_factor=2,
+        dense_config=rest.VectorParams(size=dual.dimension, distance=rest.Distance.COSINE, on_disk=True),
+        quantization_config=rest.ScalarQuantization(scalar=rest.ScalarQuantizationConfig(type=rest.ScalarType.INT8)),
+        payload_indexes=[{"field_name": "tenant", "field_schema": rest.PayloadSchemaType.KEYWORD}],
+    )
+    hybrid = dict(
+        enable_hybrid=True,
+        sparse_doc_fn=bm25.documents,
+        sparse_query_fn=bm25.queries,
+        sparse_config=bm25.sparse_config(),
+    )
+    store = tagged_vector_store(first, "cluster-dual", dual, **options, **hybrid)
+    nodes = _nodes(sample_texts(12, seed=8, min_words=40, max_words=120), "a")
+    index = VectorStoreIndex(nodes, embed_model=dual, storage_context=StorageContext.from_defaults(vector_store=store))
+
+    info = first.get_collection("cluster-dual")
+    params = info.config.params
+    assert (params.shard_number, params.replication_factor, params.write_consistency_factor) == (2, 2, 2)
+    assert {name: v.on_disk for name, v in params.vectors.items()} == {"plain": True, "calibrated": True}
+    assert info.config.quantization_config.scalar.type == rest.ScalarType.INT8
+    assert set(info.payload_schema) == {"doc_id", "tenant"}
+    replicas = _cluster_shards(first, "cluster-dual")
+    assert sorted(r[0] for r in replicas) == [0, 0, 1, 1]  # two shards, each on both nodes
+    assert all(str(r[3]).lower().endswith("active") for r in replicas)
+    # upstream's store, given the same options, makes the same collection (bar the tag)
+    QdrantVectorStore("cluster-upstream", client=first, **options, **hybrid)._create_collection(
+        "cluster-upstream", vector_size=dual.dimension
+    )
+    upstream = first.get_collection("cluster-upstream").config.params
+    assert params.model_dump(exclude={"vectors"}) == upstream.model_dump(exclude={"vectors"})
+    assert all(v == upstream.vectors["text-dense"] for v in params.vectors.values())
+    # the replica on the other node answers the same fused hybrid query
+    question = nodes[5].text.split(".")[0]
+    retriever = index.as_retriever(similarity_top_k=3, vector_store_query_mode="hybrid")
+    hits = [h.node.node_id for h in retriever.retrieve(question)]
+    assert hits[0] == nodes[5].node_id
+    replica = tagged_vector_store(second, "cluster-dual", dual, **options, **hybrid)
+    again = VectorStoreIndex.from_vector_store(replica, embed_model=dual).as_retriever(
+        similarity_top_k=3, vector_store_query_mode="hybrid"
+    )
+    assert [h.node.node_id for h in again.retrieve(question)] == hits
+    first.close()
+    second.close()
+
+
+def test_custom_shard_keys_are_created_and_shard_identifier_routes_add_query_and_delete(qdrant_cluster, embed_model):
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+    from qdrant_client import QdrantClient
+    from qdrant_client.http import models as rest
+
+    client = QdrantClient(url=qdrant_cluster[0])
+    regions = {0: "eu", 1: "us"}
+    store = tagged_vector_store(
+        client,
+        "cluster-custom",
+        embed_model,
+        sharding_method=rest.ShardingMethod.CUSTOM,
+        shard_keys=list(regions.values()),
+        shard_key_selector_fn=lambda n: regions[n % 2],
+        replication_factor=2,
+    )
+    assert {r[1] for r in _cluster_shards(client, "cluster-custom")} == {"eu", "us"}
+    for shard, tenant in regions.items():
+        nodes = _nodes(sample_texts(3, seed=shard, min_words=30, max_words=60), tenant)
+        for node in nodes:
+            node.embedding = embed_model.get_text_embedding(node.text)
+        store.add(nodes, shard_identifier=shard)
+    query = VectorStoreQuery(query_embedding=embed_model.get_query_embedding("a question"), similarity_top_k=10)
+    assert {n.metadata["tenant"] for n in store.query(query, shard_identifier=1).nodes} == {"us"}
+    assert len(store.query(query).nodes) == 6  # no identifier: every shard
+    assert {n.metadata["tenant"] for n in store.get_nodes(shard_identifier=0)} == {"eu"}
+    store.delete_nodes(shard_identifier=0)
+    assert {n.metadata["tenant"] for n in store.get_nodes()} == {"us"}
+    client.close()

@@ -13,7 +13,7 @@ from typing import Any, Optional
 import qdrant_edge as edge
 from qdrant_client.http import models as rest
 
-from posfair_llamaindex.qdrant.collection import DUAL_VECTORS
+from posfair_llamaindex.qdrant.layout import DUAL_VECTORS
 
 
 def create_shard(path: str, dimension: int, *, hnsw: bool = False) -> edge.EdgeShard:

@@ -171,13 +171,6 @@ def test_a_dense_only_collection_keeps_its_tag_and_refuses_a_hybrid_store(tiny_e
         tagged_vector_store(client, "h", tiny_embed)
 
 
-def test_hybrid_is_refused_on_a_dual_collection_before_anything_is_created(tiny_dual):
-    client = QdrantClient(":memory:")
-    with pytest.raises(ValueError, match="not available on a dual collection"):
-        tagged_vector_store(client, "x", tiny_dual, **HYBRID)
-    assert not client.collection_exists("x")
-
-
 def test_hybrid_without_sparse_functions_or_fastembed_is_refused_clearly(tiny_embed):
     pytest.importorskip("qdrant_client")
     try:

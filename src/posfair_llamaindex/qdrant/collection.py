@@ -15,6 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models as rest
 
+from posfair_llamaindex.qdrant.layout import (
+    SparseVector,
+    VectorLayout,
+    describe_sparse,
+    describe_vectors,
+    layout_for,
+    mode_vectors,
+)
 from posfair_llamaindex.qdrant.retry import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -23,7 +31,11 @@ from posfair_llamaindex.qdrant.retry import (
     is_local,
     with_retries,
 )
+from posfair_llamaindex.qdrant.store_options import CollectionOptions, resolve_options
 from posfair_llamaindex.tag import comparable_tag
+
+# LlamaIndex's payload key of a node's source document (llama_index.vector_stores.qdrant.base.DOCUMENT_ID_KEY)
+DOCUMENT_ID_KEY = "doc_id"
 
 if TYPE_CHECKING:  # loading the embedding pulls in torch; reading a tag must not
     from posfair_llamaindex.embedding import PosFairEmbedding
@@ -31,15 +43,6 @@ if TYPE_CHECKING:  # loading the embedding pulls in torch; reading a tag must no
 logger = logging.getLogger(__name__)
 
 METADATA_KEY = "posfair"
-# the named vectors of a dual collection
-PLAIN_VECTOR = "plain"
-CALIBRATED_VECTOR = "calibrated"
-DUAL_VECTORS = (PLAIN_VECTOR, CALIBRATED_VECTOR)
-# LlamaIndex's QdrantVectorStore names (a hybrid collection is read by its query code, so it must use them)
-HYBRID_DENSE_VECTOR = "text-dense"
-HYBRID_SPARSE_VECTOR = "text-sparse-new"
-# what the tag records as the sparse encoder when the user hands in sparse_doc_fn
-CUSTOM_SPARSE_ENCODER = "custom"
 
 # one client call of the create-or-check procedure: (method name, positional args, keyword args)
 Step = tuple[str, tuple, dict[str, Any]]
@@ -64,70 +67,46 @@ class CollectionTagMismatchError(ValueError):
         )
 
 
-class HybridSettings(BaseModel):
-    """How a hybrid collection stores its sparse vector, recorded in the tag under ``hybrid``.
-
-    The key is only present on hybrid collections, so the tags and fingerprints of every other collection
-    stay as they were. It takes part in the tag comparison (a dense-only store cannot write points that lack
-    the sparse vector, nor a store with another sparse encoder), but not in the points' fingerprint, which
-    says what the dense vectors mean.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    dense_vector: str = Field(default=HYBRID_DENSE_VECTOR, min_length=1)
-    sparse_vector: str = Field(default=HYBRID_SPARSE_VECTOR, min_length=1)
-    # a fastembed model name, or "custom" for the user's own sparse_doc_fn (which no tag can identify)
-    sparse_encoder: str = Field(default=CUSTOM_SPARSE_ENCODER, min_length=1)
-    idf: bool = False
-
-    def tag(self) -> dict[str, Any]:
-        return self.model_dump()
-
-
 class CollectionSpec(BaseModel):
-    """Everything ``create_collection`` needs to make a tagged collection, and what an existing one must match."""
+    """A tagged collection: its tag, what its points hold (the layout) and how it is created (the options)."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True)
 
     tag: dict[str, Any]
-    vectors: Any
-    sparse_vectors: Optional[dict[str, rest.SparseVectorParams]] = None
+    layout: VectorLayout
+    options: CollectionOptions = Field(default_factory=CollectionOptions)
 
 
-def collection_spec(embed_model: PosFairEmbedding, hybrid: Optional[HybridSettings] = None) -> CollectionSpec:
-    """The tagged collection for ``embed_model``, with the sparse vector of ``hybrid`` beside the dense one."""
-    tag = stored_tag_for(embed_model)
-    if hybrid is None:
-        return CollectionSpec(tag=tag, vectors=vectors_config_for(embed_model))
-    if embed_model.is_dual:
-        raise ValueError(
-            "hybrid search is not available on a dual collection: its query already fuses two dense vectors "
-            "(plain and calibrated) and a third, sparse ranking has no defined place in that rule. Use "
-            "mode='calibrated' with enable_hybrid=True, or mode='dual' without it."
-        )
-    params = rest.VectorParams(size=embed_model.dimension, distance=rest.Distance.COSINE)
-    sparse = rest.SparseVectorParams(index=rest.SparseIndexParams(), modifier=rest.Modifier.IDF if hybrid.idf else None)
-    return CollectionSpec(
-        tag={**tag, "hybrid": hybrid.tag()},
-        vectors={hybrid.dense_vector: params},
-        sparse_vectors={hybrid.sparse_vector: sparse},
-    )
+def tag_for(embed_model: PosFairEmbedding, layout: VectorLayout) -> dict[str, Any]:
+    """The tag a collection holds: the embedding's tag, its fingerprint, and what the layout adds to them."""
+    return {**stored_tag_for(embed_model), **layout.tag()}
+
+
+def collection_spec(
+    embed_model: PosFairEmbedding,
+    hybrid: Optional[SparseVector] = None,
+    options: Optional[CollectionOptions] = None,
+    **layout_options: Any,
+) -> CollectionSpec:
+    """The tagged collection for ``embed_model``, with the sparse vector ``hybrid`` beside the dense one(s)."""
+    layout = layout_for(embed_model, sparse=hybrid, **layout_options)
+    return CollectionSpec(tag=tag_for(embed_model, layout), layout=layout, options=options or CollectionOptions())
 
 
 def collection_tag(info: rest.CollectionInfo) -> Optional[dict[str, Any]]:
-    """The posfair tag stored in a collection's metadata, or None."""
-    metadata = getattr(info.config, "metadata", None) or {}
-    return metadata.get(METADATA_KEY)
+    """The posfair tag stored in a collection's metadata, or None (also for metadata that holds no dict there)."""
+    metadata = getattr(info.config, "metadata", None)
+    tag = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    return tag if isinstance(tag, dict) else None
 
 
 def stored_tag_for(embed_model: PosFairEmbedding) -> dict[str, Any]:
-    """The tag a collection holds for ``embed_model``: its tag plus its fingerprint."""
+    """The embedding's part of a collection's tag: its tag plus its fingerprint."""
     return {**embed_model.tag(), "fingerprint": embed_model.fingerprint()}
 
 
 def check_collection(
-    name: str, info: rest.CollectionInfo, embed_model: PosFairEmbedding, hybrid: Optional[HybridSettings] = None
+    name: str, info: rest.CollectionInfo, embed_model: PosFairEmbedding, hybrid: Optional[SparseVector] = None
 ) -> None:
     """Raise :class:`CollectionTagMismatchError` unless the collection was made for ``embed_model``."""
     check_spec(name, info, collection_spec(embed_model, hybrid))
@@ -139,9 +118,9 @@ def check_spec(name: str, info: rest.CollectionInfo, spec: CollectionSpec) -> No
     requested = spec.tag
     if stored is None or comparable_tag(stored) != comparable_tag(requested):
         raise CollectionTagMismatchError(name, stored, requested)
-    found = _describe_vectors(info.config.params.vectors)
-    found_sparse = _describe_sparse(info.config.params.sparse_vectors)
-    wanted, wanted_sparse = _describe_vectors(spec.vectors), _describe_sparse(spec.sparse_vectors)
+    found = describe_vectors(info.config.params.vectors)
+    found_sparse = describe_sparse(info.config.params.sparse_vectors)
+    wanted, wanted_sparse = spec.layout.describe()
     if found != wanted or found_sparse != wanted_sparse:
         raise CollectionTagMismatchError(
             name,
@@ -150,47 +129,62 @@ def check_spec(name: str, info: rest.CollectionInfo, spec: CollectionSpec) -> No
         )
 
 
-def vectors_config_for(embed_model: PosFairEmbedding):
-    """One cosine vector per point, or for a dual embedding the named vectors ``plain`` and ``calibrated``."""
-    params = rest.VectorParams(size=embed_model.dimension, distance=rest.Distance.COSINE)
-    if embed_model.is_dual:
-        return {name: params for name in DUAL_VECTORS}
-    return params
+def _already_exists(error: BaseException) -> bool:
+    return isinstance(error, (ValueError, RuntimeError)) and "already exists" in str(error)
 
 
-def _describe_vectors(vectors) -> Any:
-    if isinstance(vectors, rest.VectorParams):
-        return f"{vectors.size}/{vectors.distance}"
-    if isinstance(vectors, dict):
-        return {name: _describe_vectors(params) for name, params in sorted(vectors.items())}
-    return repr(vectors)
+def _after_create(name: str, spec: CollectionSpec, local: bool) -> Generator[Step, Any, None]:
+    """The calls LlamaIndex's store makes after ``create_collection``: shard keys, then payload indexes."""
+    yield from _shard_keys(name, spec)
+    if spec.options.index_doc_id and not local:  # embedded Qdrant ignores keyword indexes (and warns)
+        yield "create_payload_index", (), _payload_index(name, DOCUMENT_ID_KEY, rest.PayloadSchemaType.KEYWORD)
+    yield from _payload_indexes(name, spec)
 
 
-def _describe_sparse(sparse) -> Any:
-    if not sparse:
-        return None
-    return {name: str(params.modifier) if params.modifier else None for name, params in sorted(sparse.items())}
+def _shard_keys(name: str, spec: CollectionSpec) -> Generator[Step, Any, None]:
+    for key in spec.options.shard_keys or ():
+        try:
+            yield "create_shard_key", (), {"collection_name": name, "shard_key": key}
+        except Exception as error:
+            if not _already_exists(error):
+                raise
+            logger.warning("shard key %r of Qdrant collection %r already exists", key, name)
 
 
-def _create_kwargs(name: str, spec: CollectionSpec, options: dict[str, Any]) -> dict[str, Any]:
-    kwargs = dict(collection_name=name, vectors_config=spec.vectors, metadata={METADATA_KEY: spec.tag}, **options)
-    if spec.sparse_vectors:
-        kwargs["sparse_vectors_config"] = spec.sparse_vectors
-    return kwargs
+def _payload_indexes(name: str, spec: CollectionSpec) -> Generator[Step, Any, None]:
+    for index in spec.options.payload_indexes or ():
+        yield "create_payload_index", (), _payload_index(name, index.field_name, index.field_schema)
 
 
-def _procedure(
-    name: str, spec: CollectionSpec, recreate: bool, local: bool, options: dict[str, Any]
-) -> Generator[Step, Any, bool]:
+def _payload_index(name: str, field_name: str, field_schema: Any) -> dict[str, Any]:
+    return {"collection_name": name, "field_name": field_name, "field_schema": field_schema}
+
+
+def create_kwargs(name: str, spec: CollectionSpec) -> dict[str, Any]:
+    """``create_collection``'s arguments: LlamaIndex's (vectors, sparse vectors, quantization, cluster options),
+    the extras from ``collection_options``, and the tag."""
+    return {
+        "collection_name": name,
+        **spec.layout.create_arguments(),
+        **spec.options.create_kwargs(),
+        "metadata": {METADATA_KEY: spec.tag},
+    }
+
+
+def _procedure(name: str, spec: CollectionSpec, recreate: bool, local: bool) -> Generator[Step, Any, bool]:
     """Create the tagged collection or check the existing one's tag, as a sequence of client calls.
 
     Written once as a generator that yields each call and receives its result (or its exception thrown
     in), so the sync and the async client run exactly the same procedure. Returns True when it created.
+    An existing collection gets the payload indexes asked for, as LlamaIndex's store gives them on opening.
     """
+    if local:
+        spec.options.check_local()
     if (yield "collection_exists", (name,), {}):
         info = yield "get_collection", (name,), {}
         try:
             check_spec(name, info, spec)
+            yield from _payload_indexes(name, spec)
             return False
         except CollectionTagMismatchError:
             if not recreate:
@@ -198,17 +192,16 @@ def _procedure(
             logger.warning("recreating Qdrant collection %r with a new tag", name)
             yield "delete_collection", (name,), {}
     try:
-        yield "create_collection", (), _create_kwargs(name, spec, options)
+        yield "create_collection", (), create_kwargs(name, spec)
     except (ValueError, RuntimeError) as error:
-        if "already exists" not in str(error):
+        if not _already_exists(error):
             raise
         # another writer created it between our check and our create: its tag must match ours
         check_spec(name, (yield "get_collection", (name,), {}), spec)
+        yield from _shard_keys(name, spec)  # as LlamaIndex's store does when its create finds the collection
+        yield from _payload_indexes(name, spec)
         return False
-    if not local:  # embedded Qdrant ignores payload indexes (and warns)
-        from llama_index.vector_stores.qdrant.base import DOCUMENT_ID_KEY
-
-        yield "create_payload_index", (name, DOCUMENT_ID_KEY, rest.PayloadSchemaType.KEYWORD), {}
+    yield from _after_create(name, spec, local)
     return True
 
 
@@ -219,17 +212,24 @@ def ensure_tagged_collection(
     *,
     recreate: bool = False,
     retry: RetryPolicy = DEFAULT_RETRY,
-    hybrid: Optional[HybridSettings] = None,
+    hybrid: Optional[SparseVector] = None,
     **collection_options: Any,
 ) -> bool:
     """Create the tagged collection, or check the existing one's tag. Returns True when it was created.
 
-    ``hybrid`` adds a sparse vector beside the dense one. ``collection_options`` go to ``create_collection``
-    (e.g. ``shard_number``, ``replication_factor``).
+    ``hybrid`` adds a sparse vector beside the dense one(s). ``collection_options`` go to ``create_collection``
+    (e.g. ``shard_number``, ``replication_factor``, ``hnsw_config``; see ``tagged_vector_store``).
     """
     _check_embed_model(embed_model)
-    spec = collection_spec(embed_model, hybrid)
-    return ensure_spec(client, collection_name, spec, recreate=recreate, retry=retry, **collection_options)
+    spec = _spec_from(embed_model, hybrid, collection_options)
+    return ensure_spec(client, collection_name, spec, recreate=recreate, retry=retry)
+
+
+def _spec_from(
+    embed_model: PosFairEmbedding, hybrid: Optional[SparseVector], options: dict[str, Any]
+) -> CollectionSpec:
+    resolved = resolve_options({}, options, named=mode_vectors(embed_model))
+    return collection_spec(embed_model, hybrid, resolved.collection, dense_config=resolved.dense_config)
 
 
 def ensure_spec(
@@ -239,10 +239,9 @@ def ensure_spec(
     *,
     recreate: bool = False,
     retry: RetryPolicy = DEFAULT_RETRY,
-    **collection_options: Any,
 ) -> bool:
     """:func:`ensure_tagged_collection` from a ready spec (the store re-creates its collection after ``clear``)."""
-    steps = _procedure(collection_name, spec, recreate, is_local(client), collection_options)
+    steps = _procedure(collection_name, spec, recreate, is_local(client))
     target = describe_client(client)
     outcome: Any = None
     failed = False
@@ -273,13 +272,13 @@ async def aensure_tagged_collection(
     *,
     recreate: bool = False,
     retry: RetryPolicy = DEFAULT_RETRY,
-    hybrid: Optional[HybridSettings] = None,
+    hybrid: Optional[SparseVector] = None,
     **collection_options: Any,
 ) -> bool:
     """The async twin of :func:`ensure_tagged_collection`: the same procedure on an ``AsyncQdrantClient``."""
     _check_embed_model(embed_model)
-    spec = collection_spec(embed_model, hybrid)
-    return await aensure_spec(aclient, collection_name, spec, recreate=recreate, retry=retry, **collection_options)
+    spec = _spec_from(embed_model, hybrid, collection_options)
+    return await aensure_spec(aclient, collection_name, spec, recreate=recreate, retry=retry)
 
 
 async def aensure_spec(
@@ -289,10 +288,9 @@ async def aensure_spec(
     *,
     recreate: bool = False,
     retry: RetryPolicy = DEFAULT_RETRY,
-    **collection_options: Any,
 ) -> bool:
     """The async twin of :func:`ensure_spec`."""
-    steps = _procedure(collection_name, spec, recreate, is_local(aclient), collection_options)
+    steps = _procedure(collection_name, spec, recreate, is_local(aclient))
     target = describe_client(aclient)
     outcome: Any = None
     failed = False
