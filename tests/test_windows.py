@@ -45,7 +45,7 @@ def test_windows_cover_every_token_start_at_word_starts_and_hold_at_most_size(se
         covered.update(range(first, end))
     assert covered == set(range(len(words)))
     assert spans[-1][1] == len(words)
-    assert all(b[0] > a[0] and b[0] <= a[1] for a, b in zip(spans, spans[1:]))
+    assert all(b[0] > a[0] and b[0] <= a[1] for a, b in zip(spans, spans[1:], strict=False))
 
 
 def test_stride_and_the_full_last_window():

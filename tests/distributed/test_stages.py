@@ -89,7 +89,9 @@ def test_targets_are_validated():
         QdrantTarget(collection="c")
     with pytest.raises(ValueError, match="an embedded folder has one shard"):
         QdrantTarget(collection="c", path="q", shard_number=2)
-    layout = StoreLayout("c", "f" * 12, 8, None, "")
+    from posfair_llamaindex.qdrant.layout import VectorLayout, dense_vector
+
+    layout = StoreLayout("c", "f" * 12, VectorLayout(dimension=8, dense=(dense_vector("", 8),)), "")
     with pytest.raises(ValueError, match="one process at a time"):
         PosFairQdrantDatasink(QdrantTarget(collection="c", path="q"), layout, retry=FAST_RETRY, upload_points=8)
     assert QdrantTarget(collection="c", url="http://q:6333", replication_factor=2).collection_options() == {
@@ -97,16 +99,29 @@ def test_targets_are_validated():
     }
 
 
-def test_dual_documents_carry_both_vectors_as_in_one_process_ingest(corpus, tiny_model_dir):
-    embed_model = PosFairEmbedding(tiny_model_dir("bert"), mode="dual", pooling="first", embed_batch_size=4)
+@pytest.mark.parametrize("mode", ["dual", "windows"])
+def test_documents_carry_every_named_vector_as_in_one_process_ingest(corpus, tiny_model_dir, mode):
+    """Dual (plain and calibrated) and windows (plain and a multivector of windows) points, written by a worker's
+    store rebuilt from the layout the driver found, equal one-process ingest's."""
+    from posfair_llamaindex.distributed.layout import StoreLayout
+    from posfair_llamaindex.windows import WindowConfig
+
+    windows = WindowConfig(size=16) if mode == "windows" else None
+    embed_model = PosFairEmbedding(
+        tiny_model_dir("bert"), mode=mode, windows=windows, pooling="first", embed_batch_size=4
+    )
     expected, actual = QdrantClient(":memory:"), QdrantClient(":memory:")
     one_process_ingest([corpus], embed_model, expected, "docs")
-    store = tagged_vector_store(actual, "docs", embed_model)
-    counts = write_rows(store, run_stages(corpus, embed_model, actual), retry=FAST_RETRY, upload_points=7)
+    driver = tagged_vector_store(actual, "docs", embed_model)
+    worker = StoreLayout.of(driver).open_store(actual, FAST_RETRY)
+    counts = write_rows(worker, run_stages(corpus, embed_model, actual), retry=FAST_RETRY, upload_points=7)
     want = {str(p.id): p for p in expected.scroll("docs", limit=1000, with_vectors=True)[0]}
     got = {str(p.id): p for p in actual.scroll("docs", limit=1000, with_vectors=True)[0]}
     assert sorted(got) == sorted(want) and counts.embedded == len(want)
+    names = {"plain", "calibrated"} if mode == "dual" else {"plain", "windows"}
     for point_id, record in want.items():
-        assert set(got[point_id].vector) == {"plain", "calibrated"} and got[point_id].payload == record.payload
-        for name in ("plain", "calibrated"):
+        assert set(got[point_id].vector) == names and got[point_id].payload == record.payload
+        for name in names:
             np.testing.assert_allclose(got[point_id].vector[name], record.vector[name], atol=1e-5, rtol=0)
+    if mode == "windows":  # some nodes span several windows
+        assert max(len(p.vector["windows"]) for p in got.values()) > 1

@@ -47,7 +47,9 @@ def test_windows_configurations_run_share_their_vectors_and_come_back_from_the_c
     windows = WindowConfig(size=32)
     configs = [
         EvalConfig.plain(),
-        EvalConfig("windows only", mode="windows", windows=windows.model_copy(update={"document": "none"}), fusion="max"),
+        EvalConfig(
+            "windows only", mode="windows", windows=windows.model_copy(update={"document": "none"}), fusion="max"
+        ),
         EvalConfig("windows + plain", mode="windows", windows=windows, fusion="max"),
         EvalConfig("late + plain", mode="windows", windows=windows, fusion="max", window_source="late"),
     ]

@@ -9,8 +9,8 @@ requests would then write differently named vectors. So the layout travels from 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
+from posfair_llamaindex.qdrant.layout import VectorLayout
 from posfair_llamaindex.qdrant.retry import RetryPolicy, describe_client, with_retries
 from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore
 
@@ -19,8 +19,7 @@ from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore
 class StoreLayout:
     collection: str
     fingerprint: str
-    dimension: int
-    fusion: Optional[str]  # a dual collection's default fusion; None for one vector per point
+    vectors: VectorLayout  # the named vectors, how an embedding fills them (dual, windows), the sparse one
     dense_vector_name: str  # LlamaIndex's name for the dense vector ("" for an unnamed one)
 
     @classmethod
@@ -28,8 +27,7 @@ class StoreLayout:
         return cls(
             collection=store.collection_name,
             fingerprint=store.fingerprint,
-            dimension=store._dimension,
-            fusion=store.fusion,
+            vectors=store.layout,
             dense_vector_name=store.dense_vector_name,
         )
 
@@ -40,9 +38,9 @@ class StoreLayout:
                 self.collection,
                 client=client,
                 fingerprint=self.fingerprint,
-                dimension=self.dimension,
+                vector_layout=self.vectors,
                 retry=retry,
-                fusion=self.fusion,
+                check_collection=False,  # the driver checked it
             ),
             what="collection_exists",
             target=describe_client(client),
