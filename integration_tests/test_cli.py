@@ -239,7 +239,34 @@ def test_dual_ingest_and_query(capsys, tmp_path, corpus):
     code, _, err = run(capsys, "ingest", str(corpus), "--collection", "dual", "--pooling", "first", *store)
     assert code == 1 and "mode: stored 'dual' != requested 'calibrated'" in err
     code, _, err = run(capsys, "ingest", str(corpus), "--collection", "x", "--fusion", "max", *store)
-    assert code == 1 and "--fusion is used by --mode dual only" in err
+    assert code == 1 and "--fusion is used by --mode dual and windows only" in err
+
+
+def test_windows_ingest_and_query_find_text_past_the_token_limit(capsys, tmp_path, corpus):
+    store = ["--qdrant-path", str(tmp_path / "q")]
+    filler = " ".join(["the museum opened a new wing for ancient maps"] * 70)  # about 630 tokens
+    late = (
+        "A lighthouse keeper named Orwell catalogued seventeen shipwrecks along the cliffs of Varkness. Each winter "
+        "he rowed out to the wrecks, sketched their hulls and wrote the names of the sailors in a leather ledger."
+    )
+    (corpus / "long.txt").write_text(f"{filler} {late}")
+    windows = ["--collection", "win", "--mode", "windows", "--window-size", "64", "--node-tokens", "1024"]
+    code, out, err = run(capsys, "ingest", str(corpus), *windows, *store)
+    assert code == 0, err
+    code, out, _ = run(capsys, "collections", "--json", *store)
+    tag = json.loads(out)[0]["tag"]
+    assert tag["mode"] == "windows" and tag["windows"] == {"size": 64, "stride": 64, "document": "plain"}
+    assert tag["fusion"] == "max" and tag["max_length"] == 512
+    for fusion in ([], ["--fusion", "rrf"]):  # the collection's own settings, fused by its rule or another one
+        question = "Which lighthouse keeper kept a ledger of the shipwrecks at Varkness?"
+        code, out, err = run(capsys, "query", question, "--collection", "win", "--json", "-k", "1", *fusion, *store)
+        assert code == 0, err
+        assert json.loads(out)[0]["metadata"]["file_name"] == "long.txt"
+    # other window settings are another collection; window options outside windows mode are an error
+    code, _, err = run(capsys, "ingest", str(corpus), *windows[:-4], "--window-size", "128", *store)
+    assert code == 1 and "windows: stored" in err
+    code, _, err = run(capsys, "ingest", str(corpus), "--collection", "x", "--window-size", "64", *store)
+    assert code == 1 and "are used by --mode windows only" in err
 
 
 def test_a_mismatched_tag_is_refused_before_the_model_libraries_load(capsys, tmp_path, corpus):

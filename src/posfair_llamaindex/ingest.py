@@ -190,13 +190,19 @@ class IngestReport:
 def node_parser_for(
     embed_model: PosFairEmbedding, chunk_size: Optional[int] = None, chunk_overlap: int = 0
 ) -> SentenceSplitter:
-    """A sentence splitter that counts the model's own tokens and gives every node a deterministic id."""
+    """A sentence splitter that counts the model's own tokens and gives every node a deterministic id.
+
+    Nodes fill one forward pass of the model by default. Only windows mode takes longer ones: its windows cover a
+    node however long, where every other mode would cut the node's end away."""
     tokenizer = embed_model.encoder.tokenizer
     prefix = len(tokenizer(embed_model.text_instruction or "", add_special_tokens=False)["input_ids"])
     limit = embed_model.encoder.content_limit - prefix
     size = chunk_size or limit
-    if size > limit:
-        raise ValueError(f"chunk_size={size} exceeds what one forward pass of the model takes ({limit} tokens)")
+    if size > limit and embed_model.mode != "windows":
+        raise ValueError(
+            f"chunk_size={size} exceeds what one forward pass of the model takes ({limit} tokens); only windows mode "
+            "(--mode windows) embeds longer nodes whole"
+        )
 
     def count(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]

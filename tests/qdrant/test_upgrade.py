@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import numpy as np
 import pytest
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.schema import MetadataMode, TextNode
@@ -23,6 +24,7 @@ from posfair_llamaindex.upgrade import (
     computed_part,
     upgrade_collection,
 )
+from posfair_llamaindex.windows import WindowConfig
 from tests.utils import sample_texts
 
 NODES = 34
@@ -155,6 +157,45 @@ def test_dual_upgrade_reuses_the_stored_vectors_and_retrieves_like_a_fresh_dual_
         a, b = retrieve(upgraded, minilm_dual, query), retrieve(fresh, minilm_dual, query)
         assert [i for i, _ in a] == [i for i, _ in b]
         assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-5)
+
+
+@pytest.mark.parametrize("document", ["plain", "dual"])
+def test_a_windows_upgrade_keeps_the_stored_vector_as_the_document_vector(tiny_client, tiny_plain, nodes, document):
+    windows = WindowConfig(size=8, document=document)
+    embed_model = PosFairEmbedding(
+        tiny_plain.model_name, mode="windows", windows=windows, calibration=CALIBRATION, encoder=tiny_plain.encoder
+    )
+    report = upgrade_collection(
+        tiny_client, embed_model, UpgradeSettings(source="old", target="new"), show_progress=False
+    )
+    assert (report.written, report.plain_reused, report.computed) == (NODES, NODES, NODES)
+    old = {str(p.id): p for p in tiny_client.scroll("old", limit=100, with_payload=True, with_vectors=True)[0]}
+    new = {str(p.id): p for p in tiny_client.scroll("new", limit=100, with_payload=True, with_vectors=True)[0]}
+    assert set(new) == set(old)
+    names = {"plain", "windows"} | ({"calibrated"} if document == "dual" else set())
+    for pid, point in new.items():
+        assert set(point.vector) == names
+        assert point.vector["plain"] == pytest.approx(old[pid].vector, abs=1e-6)
+        text = TextNode.model_validate_json(point.payload["_node_content"]).get_content(
+            metadata_mode=MetadataMode.EMBED
+        )
+        fresh = np.asarray(embed_model.get_text_embedding(text)).reshape(-1, tiny_plain.dimension)
+        np.testing.assert_allclose(point.vector["windows"], fresh[len(names) - 1 :], atol=1e-5)
+        if document == "dual":
+            np.testing.assert_allclose(point.vector["calibrated"], fresh[1], atol=1e-5)
+    assert collection_tag(tiny_client.get_collection("new"))["fingerprint"] == embed_model.fingerprint()
+
+
+def test_a_windows_upgrade_needs_a_document_the_stored_vector_can_be(tiny_client, tiny_plain):
+    for document in ("calibrated", "none"):
+        embed_model = PosFairEmbedding(
+            tiny_plain.model_name, mode="windows", windows=WindowConfig(document=document), encoder=tiny_plain.encoder
+        )
+        with pytest.raises(ValueError, match="must be 'plain' or 'dual'"):
+            upgrade_collection(
+                tiny_client, embed_model, UpgradeSettings(source="old", target="new"), show_progress=False
+            )
+    assert not tiny_client.collection_exists("new")
 
 
 def test_a_killed_upgrade_resumes_without_encoding_again(tiny_client, tiny_dual, monkeypatch):
