@@ -28,7 +28,13 @@ def test_eval_command_on_generated_data(capsys, tmp_path, fake_data):
         "--benchmark",
         "all",
         "--configs",
-        "plain,default,custom,dual,multi",
+        "plain,default,custom,dual,multi,windows",
+        "--window-size",
+        "32",
+        "--window-stride",
+        "half",
+        "--window-document",
+        "none,dual",
         "--pooling",
         "first",
         "--basket-size",
@@ -61,6 +67,16 @@ def test_eval_command_on_generated_data(capsys, tmp_path, fake_data):
     assert report["queries"] == 18 and (tmp_path / "squad-longposq-first.png").stat().st_size > 5000
     dual = next(r for r in report["results"] if r["name"] == "dual rrf 1")
     assert dual["mode"] == "dual" and dual["fusion"] == "rrf" and dual["calibration"]["strength"] == 1.0
+    assert report["max_length"] == 512 and "at 512 tokens" in out
+    # windows: the grid of --window-* and every plain --fusion rule for a document beside the windows
+    names = [r["name"] for r in report["results"] if r["mode"] == "windows"]
+    assert names == ["windows 32/16 + none", "windows 32/16 + dual (max)", "windows 32/16 + dual (rrf)"]
+    windows = next(r for r in report["results"] if r["name"] == "windows 32/16 + dual (max)")
+    assert (
+        windows["windows"] == {"size": 32, "stride": 16, "document": "dual"}
+        and windows["calibration"]["strength"] == 0.85
+    )
+    assert windows["vectors_per_document"] > 4
 
 
 def test_sweep_commands_on_generated_data(capsys, tmp_path, fake_data):
