@@ -55,7 +55,8 @@ def test_audit_of_the_shipped_examples_prints_json_and_writes_the_report(capsys,
     assert "| plain |" in (tmp_path / "audit-first.md").read_text()
 
 
-def test_audit_of_a_collection_uses_the_tag_and_the_stored_node_texts(capsys, tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("mode", [(), ("--mode", "windows", "--window-size", "32")])
+def test_audit_of_a_collection_uses_the_tag_and_the_stored_node_texts(capsys, tmp_path, tiny_model_dir, mode):
     folder = tmp_path / "docs"
     folder.mkdir()
     for name, text in corpus(24).items():
@@ -73,6 +74,7 @@ def test_audit_of_a_collection_uses_the_tag_and_the_stored_node_texts(capsys, tm
         tiny_model_dir("bert"),
         "--basket-size",
         "16",
+        *mode,
     )
     assert code == 0, err
     # no --model: the encoder comes from the collection's tag
@@ -92,6 +94,8 @@ def test_audit_of_a_collection_uses_the_tag_and_the_stored_node_texts(capsys, tm
     assert code == 0, err
     assert "pseudo-queries (drop-words, 20 documents)" in out and "24 long enough to audit" in out
     assert "| dual max 1 |" in out and "| calibrated 0.5 |" in out
+    # windows mode is scored too: with the collection's own windows, or with its defaults
+    assert ("| windows 32/32 + plain |" if mode else "| windows 128/128 + plain |") in out
 
 
 @pytest.mark.parametrize(

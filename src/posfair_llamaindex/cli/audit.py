@@ -82,7 +82,8 @@ def _check(args) -> None:
 
 
 def _collection_texts(args):
-    """The collection's node texts, and the model settings its tag records unless model options were given."""
+    """The collection's node texts, the model settings its tag records unless model options were given, and its
+    windows (a windows collection's own are what the audit scores windows mode with)."""
     from posfair_llamaindex.qdrant import collection_tag
 
     client = open_client(args)
@@ -92,17 +93,19 @@ def _collection_texts(args):
 
     tag = collection_tag(client.get_collection(args.collection))
     base = None
+    windows = (tag or {}).get("windows")
     if tag is not None and not any(getattr(args, name) is not None for name in MODEL_OPTIONS):
         base = tag_settings(tag)
         # the audit compares modes and strengths itself: only what identifies the model carries over
-        base = {key: value for key, value in base.items() if key not in ("mode", "fusion", "calibration", "chunker")}
+        dropped = ("mode", "fusion", "calibration", "chunker", "windows")
+        base = {key: value for key, value in base.items() if key not in dropped}
     try:
         texts = node_texts(client, args.collection, limit=args.max_documents * SCAN_PER_DOCUMENT)
     except ValueError as error:
         raise CliError(str(error)) from None
     if not texts:
         raise CliError(f"collection {args.collection!r} holds no points to audit")
-    return texts, base
+    return texts, base, windows
 
 
 def _folder_texts(args, embed_model):
@@ -122,21 +125,20 @@ def _folder_texts(args, embed_model):
     return texts
 
 
-def _windows(embed_model):
-    """The windows an audit scores: the audited collection's own, or windows mode's defaults."""
+def _windows(settings):
+    """The windows an audit scores: the audited collection's own (its tag's ``windows``), or the defaults."""
     from posfair_llamaindex.windows import WindowConfig
 
-    if embed_model.mode == "windows":
-        return embed_model.windows
-    return WindowConfig()
+    return WindowConfig(**(settings or {}))
 
 
 def run_audit(args) -> int:
     _check(args)
     strengths = _strengths(args.strengths)
+    windows = None  # a folder's audit scores windows mode with its defaults
     if args.collection is not None:
         # a dead server, a missing folder or collection fails before the model libraries load
-        texts, base = _collection_texts(args)
+        texts, base, windows = _collection_texts(args)
     from posfair_llamaindex import plots
     from posfair_llamaindex.eval.audit import audit_markdown, audit_texts, chart_rows, recommend
     from posfair_llamaindex.eval.pseudo_queries import AuditCorpusError
@@ -166,7 +168,7 @@ def run_audit(args) -> int:
             bootstrap_samples=args.bootstrap,
             encoder=encoder,
             dual=not args.no_dual,
-            windows=None if args.no_windows else _windows(embed_model),
+            windows=None if args.no_windows else _windows(windows),
         )
     except AuditCorpusError as error:
         raise CliError(str(error)) from None
