@@ -10,9 +10,9 @@ from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters, VectorStoreQuery
 
+from integration_tests.fused import brute_force
 from posfair_llamaindex import CalibrationConfig, CollectionTagMismatchError, PosFairEmbedding, tagged_vector_store
 from posfair_llamaindex.ingest import ingest_documents, node_parser_for
-from posfair_llamaindex.options import RRF_K
 from posfair_llamaindex.qdrant import atagged_vector_store, collection_tag, point_id
 from tests.utils import minilm_path, sample_texts
 
@@ -38,20 +38,6 @@ def stored_scores(client, name, query):
     plain = np.array([p.vector["plain"] for p in points]) @ query
     calibrated = np.array([p.vector["calibrated"] for p in points]) @ query
     return [str(i) for i in ids], plain, calibrated
-
-
-def brute_force(ids, plain, calibrated, fusion, k):
-    if fusion == "max":
-        fused = np.maximum(plain, calibrated)
-    elif fusion == "sum":
-        fused = plain + calibrated
-    else:
-        fused = np.zeros(len(ids))
-        for scores in (plain, calibrated):
-            for rank, index in enumerate(np.argsort(-scores)):
-                fused[index] += 1.0 / (RRF_K + rank)
-    order = np.argsort(-fused)[:k]
-    return [ids[i] for i in order], fused[order]
 
 
 def test_the_issue_snippet_returns_max_fused_hits(qdrant, dual_model):

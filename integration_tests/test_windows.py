@@ -12,9 +12,9 @@ from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters, VectorStoreQuery
 from qdrant_client.http import models as rest
 
+from integration_tests.fused import brute_force
 from posfair_llamaindex import CollectionTagMismatchError, PosFairEmbedding, tagged_vector_store
 from posfair_llamaindex.ingest import ingest_documents, node_parser_for
-from posfair_llamaindex.options import RRF_K
 from posfair_llamaindex.qdrant import atagged_vector_store, collection_tag, point_id
 from posfair_llamaindex.windows import WindowConfig
 from tests.utils import minilm_path, sample_texts
@@ -52,20 +52,6 @@ def stored_scores(client, name, query, document="plain"):
     documents = np.array([p.vector[document] for p in points]) @ query
     windows = np.array([max(np.asarray(p.vector["windows"]) @ query) for p in points])
     return ids, documents, windows
-
-
-def brute_force(ids, documents, windows, fusion, k):
-    if fusion == "max":
-        fused = np.maximum(documents, windows)
-    elif fusion == "sum":
-        fused = documents + windows
-    else:
-        fused = np.zeros(len(ids))
-        for scores in (documents, windows):
-            for rank, index in enumerate(np.argsort(-scores)):
-                fused[index] += 1.0 / (RRF_K + rank)
-    order = np.argsort(-fused)[:k]
-    return [ids[i] for i in order], fused[order]
 
 
 def test_vector_store_index_retrieves_by_the_best_window_and_the_document_vector(qdrant, windows_model):

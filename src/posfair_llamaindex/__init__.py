@@ -23,6 +23,7 @@ _WHERE = {
     "QdrantUnavailableError": "posfair_llamaindex.qdrant",
     "RetryPolicy": "posfair_llamaindex.qdrant",
     "UnsupportedModelError": "posfair_llamaindex.encoder",
+    "WindowConfig": "posfair_llamaindex.windows",
     "atagged_vector_store": "posfair_llamaindex.qdrant",
     "tagged_vector_store": "posfair_llamaindex.qdrant",
 }
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # what static tools see; at run time the names load lazily be
         tagged_vector_store,
     )
     from posfair_llamaindex.sea import ChunkerConfig
+    from posfair_llamaindex.windows import WindowConfig
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

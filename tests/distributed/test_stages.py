@@ -91,7 +91,8 @@ def test_targets_are_validated():
         QdrantTarget(collection="c", path="q", shard_number=2)
     from posfair_llamaindex.qdrant.layout import VectorLayout, dense_vector
 
-    layout = StoreLayout("c", "f" * 12, VectorLayout(dimension=8, dense=(dense_vector("", 8),)), "")
+    layout = StoreLayout("c", "f" * 12, VectorLayout(dimension=8, dense=(dense_vector("", 8),)).model_dump_json(), "")
+    assert hash(layout) == hash(StoreLayout.of(layout.open_store(QdrantClient(":memory:"), FAST_RETRY)))
     with pytest.raises(ValueError, match="one process at a time"):
         PosFairQdrantDatasink(QdrantTarget(collection="c", path="q"), layout, retry=FAST_RETRY, upload_points=8)
     assert QdrantTarget(collection="c", url="http://q:6333", replication_factor=2).collection_options() == {

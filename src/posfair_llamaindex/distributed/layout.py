@@ -19,7 +19,9 @@ from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore
 class StoreLayout:
     collection: str
     fingerprint: str
-    vectors: VectorLayout  # the named vectors, how an embedding fills them (dual, windows), the sparse one
+    # the named vectors, how an embedding fills them (dual, windows), the sparse one: a VectorLayout as JSON, so
+    # that the layout stays hashable (workers cache what they open by it)
+    vectors_json: str
     dense_vector_name: str  # LlamaIndex's name for the dense vector ("" for an unnamed one)
 
     @classmethod
@@ -27,9 +29,13 @@ class StoreLayout:
         return cls(
             collection=store.collection_name,
             fingerprint=store.fingerprint,
-            vectors=store.layout,
+            vectors_json=store.layout.model_dump_json(),
             dense_vector_name=store.dense_vector_name,
         )
+
+    @property
+    def vectors(self) -> VectorLayout:
+        return VectorLayout.model_validate_json(self.vectors_json)
 
     def open_store(self, client, retry: RetryPolicy) -> PosFairQdrantVectorStore:
         """The driver's store, on ``client`` (its construction asks the server about the collection, retried)."""
