@@ -33,12 +33,27 @@ def windows_model(embed_model):
     return PosFairEmbedding(minilm_path(), mode="windows", windows=WindowConfig(size=64), encoder=embed_model.encoder)
 
 
-def corpus(count=30):
+def corpus(count=20):
     texts = sample_texts(count, seed=1, min_words=20, max_words=400)
     nodes = [TextNode(text=text, id_=f"n{i}", metadata={"part": "a" if i % 2 else "b"}) for i, text in enumerate(texts)]
     filler = " ".join(sample_texts(1, seed=7, min_words=600, max_words=600))
     nodes.append(TextNode(text=f"{filler} {LATE}", id_="long", metadata={"part": "a"}))
     return nodes
+
+
+@pytest.fixture(scope="module")
+def embedded(windows_model):
+    """The corpus with its windows-mode embeddings, computed once: each test's index stores copies."""
+    nodes = corpus()
+    texts = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
+    for node, vector in zip(nodes, windows_model.get_text_embedding_batch(texts), strict=True):
+        node.embedding = vector
+    return nodes
+
+
+def copies(embedded, count=20):
+    """The first ``count`` nodes and the long one, as ``corpus(count)`` makes them, embedded."""
+    return [node.model_copy(deep=True) for node in (*embedded[:count], embedded[-1])]
 
 
 def indexed(nodes, model, store):
@@ -54,13 +69,11 @@ def stored_scores(client, name, query, document="plain"):
     return ids, documents, windows
 
 
-def test_vector_store_index_retrieves_by_the_best_window_and_the_document_vector(qdrant, windows_model):
+def test_vector_store_index_retrieves_by_the_best_window_and_the_document_vector(qdrant, windows_model, embedded):
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, windows_model)
-    nodes = corpus()
-    index = VectorStoreIndex(
-        nodes, embed_model=windows_model, storage_context=StorageContext.from_defaults(vector_store=store)
-    )
+    nodes = copies(embedded)  # embedded by the windows model (the async test has VectorStoreIndex embed them)
+    index = indexed(nodes, windows_model, store)
     info = qdrant.client.get_collection(name)
     vectors = info.config.params.vectors
     assert set(vectors) == {"plain", "windows"}
@@ -82,12 +95,10 @@ def test_vector_store_index_retrieves_by_the_best_window_and_the_document_vector
     assert len(stored["windows"]) >= 10  # about 650 tokens in windows of 64
 
 
-def test_text_past_the_token_limit_is_found_only_through_its_window(qdrant, windows_model, embed_model):
+def test_text_past_the_token_limit_is_found_only_through_its_window(qdrant, windows_model, embed_model, embedded):
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, windows_model)
-    VectorStoreIndex(
-        corpus(), embed_model=windows_model, storage_context=StorageContext.from_defaults(vector_store=store)
-    )
+    indexed(copies(embedded), windows_model, store)
     question = "Which lighthouse keeper kept a ledger of the shipwrecks at Varkness?"
     hits = store.query(
         VectorStoreQuery(query_embedding=windows_model.get_query_embedding(question), similarity_top_k=1)
@@ -100,12 +111,10 @@ def test_text_past_the_token_limit_is_found_only_through_its_window(qdrant, wind
 
 
 @pytest.mark.parametrize("fusion", ["sum", "rrf"])
-def test_sum_and_rrf_match_brute_force_when_every_point_is_a_candidate(qdrant, windows_model, fusion):
+def test_sum_and_rrf_match_brute_force_when_every_point_is_a_candidate(qdrant, windows_model, fusion, embedded):
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, windows_model)
-    VectorStoreIndex(
-        corpus(), embed_model=windows_model, storage_context=StorageContext.from_defaults(vector_store=store)
-    )
+    indexed(copies(embedded), windows_model, store)
     query = np.array(windows_model.get_query_embedding(QUESTION))
     result = store.query(VectorStoreQuery(query_embedding=list(query), similarity_top_k=8), fusion=fusion)
     ids, documents, windows = stored_scores(qdrant.client, name, query)
@@ -113,12 +122,10 @@ def test_sum_and_rrf_match_brute_force_when_every_point_is_a_candidate(qdrant, w
     np.testing.assert_allclose(result.similarities, expected_scores[:8], atol=1e-5)
 
 
-def test_metadata_filters_apply_to_every_prefetch_and_nodes_can_be_deleted(qdrant, windows_model):
+def test_metadata_filters_apply_to_every_prefetch_and_nodes_can_be_deleted(qdrant, windows_model, embedded):
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, windows_model)
-    index = VectorStoreIndex(
-        corpus(), embed_model=windows_model, storage_context=StorageContext.from_defaults(vector_store=store)
-    )
+    index = indexed(copies(embedded), windows_model, store)
     filters = MetadataFilters(filters=[MetadataFilter(key="part", value="a", operator=FilterOperator.EQ)])
     hits = index.as_retriever(similarity_top_k=6, filters=filters).retrieve(QUESTION)
     assert len(hits) == 6 and all(hit.node.metadata["part"] == "a" for hit in hits)
@@ -126,18 +133,14 @@ def test_metadata_filters_apply_to_every_prefetch_and_nodes_can_be_deleted(qdran
     again = index.as_retriever(similarity_top_k=6, filters=filters).retrieve(QUESTION)
     assert hits[0].node.node_id not in {h.node.node_id for h in again}
     store.clear()
-    VectorStoreIndex(
-        corpus(3), embed_model=windows_model, storage_context=StorageContext.from_defaults(vector_store=store)
-    )
+    indexed(copies(embedded, 3), windows_model, store)
     assert collection_tag(qdrant.client.get_collection(name))["mode"] == "windows"  # re-created with its tag
 
 
-def test_windows_collections_refuse_other_settings_and_other_modes(qdrant, windows_model, embed_model):
+def test_windows_collections_refuse_other_settings_and_other_modes(qdrant, windows_model, embed_model, embedded):
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, windows_model)
-    VectorStoreIndex(
-        corpus(4), embed_model=windows_model, storage_context=StorageContext.from_defaults(vector_store=store)
-    )
+    indexed(copies(embedded, 4), windows_model, store)
     other_size = PosFairEmbedding(
         minilm_path(), mode="windows", windows=WindowConfig(size=128), encoder=embed_model.encoder
     )
