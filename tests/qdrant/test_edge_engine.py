@@ -1,8 +1,9 @@
-"""The dual store's fused request on Qdrant's own Rust engine (qdrant-edge-py), against local mode and brute force.
+"""The store's fused requests on Qdrant's own Rust engine (qdrant-edge-py), against local mode and brute force.
 
-Every fusion rule, with and without a payload filter (and node ids), at several k: the same request that the
-store sends to a server goes to an edge shard holding the same points. Exact search on a small shard; the
-HNSW behaviour at scale is measured by benchmarks/bench_hnsw_recall.py.
+Dual: every fusion rule, with and without a payload filter (and node ids), at several k. Windows: the document
+vector and the MaxSim multivector fused by max, and the multivector alone. The same request that the store sends
+to a server goes to an edge shard holding the same points. Exact search on small shards; the HNSW behaviour at
+scale is measured by benchmarks/bench_hnsw_recall.py (dual) and benchmarks/bench_windows.py store (windows).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import pytest
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters, VectorStoreQuery
 from qdrant_client import QdrantClient
 
+from posfair_llamaindex import PosFairEmbedding
 from posfair_llamaindex.options import RRF_K
 from posfair_llamaindex.qdrant import point_id, tagged_vector_store
-from posfair_llamaindex.qdrant.store import MISSING_SCORE
+from posfair_llamaindex.qdrant.layout import layout_for
+from posfair_llamaindex.qdrant.store import MISSING_SCORE, PosFairQdrantVectorStore
+from posfair_llamaindex.windows import WindowConfig
 from tests.qdrant.conftest import make_nodes, unit_vector
 
 edge = pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is in the dev extra")
@@ -132,3 +136,70 @@ def _passes(node, filters) -> bool:
     f = filters.filters[0]
     value = node.metadata[f.key]
     return value == f.value if f.operator == FilterOperator.EQ else value < f.value
+
+
+# ---------------------------------------------------------------------- windows: a MaxSim multivector beside plain
+WINDOW_POINTS = 300
+
+
+@pytest.fixture(scope="module")
+def windows_world(tiny_model_dir, tmp_path_factory):
+    """A windows collection (plain + a MaxSim multivector of 0 to 5 windows per document) in local mode and on an
+    edge shard made from the same layout; every window is its document's plain vector moved, so either side can win."""
+    config = WindowConfig(size=16)
+    model = PosFairEmbedding(tiny_model_dir("bert"), mode="windows", windows=config, device="cpu")
+    rng = np.random.default_rng(5)
+    nodes = make_nodes(WINDOW_POINTS, DIM, seed=13, uuid_ids=False)
+    plain, windows = [], []
+    for node in nodes:
+        vector = np.asarray(node.embedding)
+        rows = vector + 0.8 * rng.standard_normal((int(rng.integers(0, 6)), DIM)) / np.sqrt(DIM)
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        node.embedding = [*vector.tolist(), *rows.ravel().tolist()]
+        plain.append(vector)
+        windows.append(rows)
+    client = QdrantClient(":memory:")
+    store = tagged_vector_store(client, "windows", model)
+    store.add(nodes)
+    only = PosFairEmbedding(
+        tiny_model_dir("bert"), mode="windows", windows=config.model_copy(update={"document": "none"}), device="cpu"
+    )
+    # the request a windows-only collection sends, asked of the same points (its layout names only `windows`)
+    windows_only = PosFairQdrantVectorStore(
+        "windows", client=client, fingerprint=store.fingerprint, vector_layout=layout_for(only)
+    )
+    assert any(len(rows) == 0 for rows in windows)  # a document with no window: its point has no multivector
+    shard = translate.create_shard(str(tmp_path_factory.mktemp("edge") / "windows"), store.layout)
+    translate.upsert(shard, store._build_points(nodes, store.sparse_vector_name)[0])
+    yield {"plain + windows": store, "windows": windows_only}, shard, nodes, np.array(plain), windows
+    shard.close()
+
+
+@pytest.mark.parametrize("layout", ["plain + windows", "windows"])
+@pytest.mark.parametrize("where", ["none", "colour"])
+@pytest.mark.parametrize("k", [1, 10, 50])
+def test_windows_request_on_the_edge_engine_equals_local_mode_and_brute_force(windows_world, layout, where, k):
+    stores, shard, nodes, plain, windows = windows_world
+    store = stores[layout]
+    q = np.asarray(unit_vector(random.Random(k * 5 + len(where) + len(layout)), DIM))
+    query = VectorStoreQuery(query_embedding=q.tolist(), similarity_top_k=k, filters=FILTERS[where])
+    request = store._fused_request(query, {})
+    # fused: a prefetch per vector, max on the server; windows alone: the multivector's own query, [q]
+    assert ("prefetch" in request) == (layout == "plain + windows")
+
+    best_window = np.array([np.max(rows @ q) if len(rows) else -np.inf for rows in windows])
+    scores = np.maximum(plain @ q, best_window) if layout == "plain + windows" else best_window
+    allowed = np.array([_passes(n, FILTERS[where]) for n in nodes]) & np.isfinite(scores)
+    order = [i for i in np.argsort(-scores) if allowed[i]][:k]
+    exact = {nodes[i].node_id: scores[i] for i in order}
+
+    by_point = {point_id(n.node_id): n.node_id for n in nodes}
+    engine = {by_point[str(h.id)]: h.score for h in shard.query(translate.translate(request))}
+    local = store.query(query)
+    assert len(exact) == k
+    assert list(engine) == list(exact) == local.ids
+    assert list(engine.values()) == pytest.approx(list(exact.values()), abs=2e-6)
+    assert local.similarities == pytest.approx(list(exact.values()), abs=2e-6)
+    if layout == "plain + windows":  # the maximum is taken on both sides: some hits are won by a window, some not
+        won_by_window = [best_window[i] > plain[i] @ q for i in order]
+        assert k == 1 or 0 < sum(won_by_window) < k
