@@ -195,7 +195,7 @@ def test_dual_tag_records_mode_settings_and_fusion(embedding):
 
 
 def test_dual_settings_are_checked(embedding):
-    with pytest.raises(ValueError, match="fusion is only used by mode 'dual'"):
+    with pytest.raises(ValueError, match="fusion is only used by modes 'dual' and 'windows', not 'calibrated'"):
         PosFairEmbedding(minilm_path(), pooling="first", fusion="max", encoder=embedding.encoder)
     with pytest.raises(ValueError, match="fusion"):
         PosFairEmbedding(minilm_path(), pooling="first", mode="dual", fusion="mean", encoder=embedding.encoder)

@@ -190,7 +190,11 @@ def fake_model(content_limit=40, fail=None):
 
     encoder = SimpleNamespace(tokenizer=WordTokenizer(), content_limit=content_limit)
     return SimpleNamespace(
-        encoder=encoder, text_instruction=None, get_text_embedding_batch=get_text_embedding_batch, calls=calls
+        encoder=encoder,
+        text_instruction=None,
+        mode="calibrated",
+        get_text_embedding_batch=get_text_embedding_batch,
+        calls=calls,
     )
 
 

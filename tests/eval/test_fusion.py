@@ -49,9 +49,9 @@ def test_bad_fusion_input_is_refused():
         fuse([PLAIN, PLAIN[:1]], "max")
     with pytest.raises(ValueError, match="nothing to fuse"):
         fuse([], "max")
-    with pytest.raises(ValueError, match="fusion rule goes with mode 'dual'"):
+    with pytest.raises(ValueError, match="a fusion rule goes with modes 'dual' and 'windows' and only with them"):
         EvalConfig("x", fusion="max")
-    with pytest.raises(ValueError, match="fusion rule goes with mode 'dual'"):
+    with pytest.raises(ValueError, match="a fusion rule goes with modes 'dual' and 'windows' and only with them"):
         EvalConfig("x", mode="dual")
 
 
