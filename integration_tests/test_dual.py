@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters, VectorStoreQuery
 
-from integration_tests.fused import brute_force
+from integration_tests.fused import async_index_run, brute_force
 from posfair_llamaindex import CalibrationConfig, CollectionTagMismatchError, PosFairEmbedding, tagged_vector_store
 from posfair_llamaindex.ingest import ingest_documents, node_parser_for
-from posfair_llamaindex.qdrant import atagged_vector_store, collection_tag, point_id
+from posfair_llamaindex.qdrant import collection_tag, point_id
 from tests.utils import minilm_path, sample_texts
 
 QUESTION = "farmers planted barley near the old stone bridge"
@@ -156,22 +154,7 @@ def test_an_in_memory_index_fails_instead_of_answering_with_half(dual_model):
 def test_async_client_fuses_the_same_way(qdrant, dual_model):
     nodes = corpus(12)
 
-    async def run():
-        aclient = qdrant.make_aclient()
-        name = qdrant.collection()
-        store = await atagged_vector_store(aclient, name, dual_model)
-        index = VectorStoreIndex(
-            nodes,
-            embed_model=dual_model,
-            storage_context=StorageContext.from_defaults(vector_store=store),
-            use_async=True,
-        )
-        hits = await index.as_retriever(similarity_top_k=5).aretrieve(QUESTION)
-        points, _ = await aclient.scroll(name, limit=100, with_vectors=True)
-        await aclient.close()
-        return hits, points
-
-    hits, points = asyncio.run(run())
+    hits, points = async_index_run(qdrant, dual_model, nodes, QUESTION, 5)
     query = np.array(dual_model.get_query_embedding(QUESTION))
     fused = {p.id: max(np.dot(p.vector["plain"], query), np.dot(p.vector["calibrated"], query)) for p in points}
     expected = sorted(fused, key=lambda i: -fused[i])[:5]
