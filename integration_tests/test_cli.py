@@ -255,7 +255,7 @@ def test_windows_ingest_and_query_find_text_past_the_token_limit(capsys, tmp_pat
     assert code == 0, err
     code, out, _ = run(capsys, "collections", "--json", *store)
     tag = json.loads(out)[0]["tag"]
-    assert tag["mode"] == "windows" and tag["windows"] == {"size": 64, "stride": 64, "document": "plain"}
+    assert tag["mode"] == "windows" and tag["windows"] == {"size": 64, "stride": 64, "document": "none"}
     assert tag["fusion"] == "max" and tag["max_length"] == 512
     for fusion in ([], ["--fusion", "rrf"]):  # the collection's own settings, fused by its rule or another one
         question = "Which lighthouse keeper kept a ledger of the shipwrecks at Varkness?"

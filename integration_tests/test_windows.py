@@ -28,7 +28,9 @@ LATE = (
 
 @pytest.fixture(scope="module")
 def windows_model(embed_model):
-    return PosFairEmbedding(minilm_path(), mode="windows", windows=WindowConfig(size=64), encoder=embed_model.encoder)
+    return PosFairEmbedding(
+        minilm_path(), mode="windows", windows=WindowConfig(size=64, document="plain"), encoder=embed_model.encoder
+    )
 
 
 def corpus(count=20):
@@ -140,7 +142,7 @@ def test_windows_collections_refuse_other_settings_and_other_modes(qdrant, windo
     store = tagged_vector_store(qdrant.client, name, windows_model)
     indexed(copies(embedded, 4), windows_model, store)
     other_size = PosFairEmbedding(
-        minilm_path(), mode="windows", windows=WindowConfig(size=128), encoder=embed_model.encoder
+        minilm_path(), mode="windows", windows=WindowConfig(size=128, document="plain"), encoder=embed_model.encoder
     )
     with pytest.raises(CollectionTagMismatchError, match="windows: stored"):
         tagged_vector_store(qdrant.client, name, other_size)
@@ -149,7 +151,11 @@ def test_windows_collections_refuse_other_settings_and_other_modes(qdrant, windo
     assert qdrant.client.count(name, exact=True).count == 5
     # another fusion rule is a query-time choice on the same vectors: accepted
     rrf = PosFairEmbedding(
-        minilm_path(), mode="windows", windows=WindowConfig(size=64), fusion="rrf", encoder=embed_model.encoder
+        minilm_path(),
+        mode="windows",
+        windows=WindowConfig(size=64, document="plain"),
+        fusion="rrf",
+        encoder=embed_model.encoder,
     )
     assert tagged_vector_store(qdrant.client, name, rrf).fingerprint == store.fingerprint
     # a single-vector collection refuses windows embeddings by name

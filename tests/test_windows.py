@@ -108,10 +108,10 @@ def test_the_tag_records_the_windows_and_every_setting_changes_the_fingerprint(p
 
     base = make()
     tag = base.tag()
-    assert tag["mode"] == "windows" and tag["windows"] == {"size": 128, "stride": 128, "document": "plain"}
+    assert tag["mode"] == "windows" and tag["windows"] == {"size": 128, "stride": 128, "document": "none"}
     assert tag["fusion"] == "max" and tag["calibration"] is None
     prints = {base.fingerprint(), make(size=64).fingerprint(), make(stride=64).fingerprint()}
-    prints |= {make(document="none").fingerprint(), plain.fingerprint()}
+    prints |= {make(document="plain").fingerprint(), plain.fingerprint()}
     assert len(prints) == 5
     # the fusion rule is the collection's default, not part of what the vectors mean
     other_rule = PosFairEmbedding(minilm_path(), mode="windows", fusion="rrf", encoder=plain.encoder)

@@ -505,7 +505,8 @@ def check_upgrade_mode(embed_model: PosFairEmbedding) -> None:
     if embed_model.mode == "windows" and embed_model.document_kind not in ("plain", "dual"):
         raise ValueError(
             f"an upgrade into windows mode keeps the stored vector as the document vector, so the windows' document "
-            f"must be 'plain' or 'dual', not {embed_model.document_kind!r}"
+            f"must be 'plain' or 'dual', not {embed_model.document_kind!r} (WindowConfig(document='plain'), "
+            f"--window-document plain)"
         )
 
 

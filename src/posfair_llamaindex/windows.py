@@ -26,14 +26,17 @@ class WindowConfig(BaseModel):
     ``size`` and ``stride`` count tokens of the model's tokenizer without special tokens; ``stride`` None
     means ``size`` (windows side by side). The last window ends at the text's end, so the whole text is
     covered. ``document`` is the vector kept for the whole text (truncated at the model's limit) beside
-    the windows: ``"plain"``, ``"calibrated"``, ``"dual"`` (both), or ``"none"``.
+    the windows: ``"none"`` (the default), ``"plain"``, ``"calibrated"`` or ``"dual"`` (both). None is the default
+    because windows alone were level with windows beside a plain vector on every benchmark but one (+0.3 HM) at
+    half the encoding cost (docs/RESULTS.md §20.7); a text of at most ``size`` tokens is its own window, which is
+    its plain vector.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     size: StrictInt = Field(default=128, ge=8, description="Tokens per window.")
     stride: Optional[StrictInt] = Field(default=None, ge=1, description="Tokens between window starts.")
-    document: WindowDocument = Field(default="plain", description="The document vector(s) kept beside windows.")
+    document: WindowDocument = Field(default="none", description="The document vector(s) kept beside windows.")
 
     @model_validator(mode="after")
     def _stride_within_size(self) -> WindowConfig:

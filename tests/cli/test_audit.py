@@ -95,7 +95,7 @@ def test_audit_of_a_collection_uses_the_tag_and_the_stored_node_texts(capsys, tm
     assert "pseudo-queries (drop-words, 20 documents)" in out and "24 long enough to audit" in out
     assert "| dual max 1 |" in out and "| calibrated 0.5 |" in out
     # windows mode is scored too: with the collection's own windows, or with its defaults
-    assert ("| windows 32/32 + plain |" if mode else "| windows 128/128 + plain |") in out
+    assert ("| windows 32/32 + none |" if mode else "| windows 128/128 + none |") in out
 
 
 @pytest.mark.parametrize(

@@ -107,7 +107,7 @@ def test_documents_carry_every_named_vector_as_in_one_process_ingest(corpus, tin
     from posfair_llamaindex.distributed.layout import StoreLayout
     from posfair_llamaindex.windows import WindowConfig
 
-    windows = WindowConfig(size=16) if mode == "windows" else None
+    windows = WindowConfig(size=16, document="plain") if mode == "windows" else None
     embed_model = PosFairEmbedding(
         tiny_model_dir("bert"), mode=mode, windows=windows, pooling="first", embed_batch_size=4
     )

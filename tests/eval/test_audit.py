@@ -31,8 +31,8 @@ def test_windows_mode_joins_the_audit_with_the_windows_it_is_given():
     windows = configs[-1]
     assert windows.name == "windows 64/64 + dual" and windows.mode == "windows" and windows.fusion == "max"
     assert windows.calibrates and windows.calibration.strength == 0.85  # the dual document's default strength
-    plain_document = audit_configs(None, "first", strengths=(0.5,), windows=WindowConfig())[-1]
-    assert plain_document.name == "windows 128/128 + plain" and not plain_document.calibrates
+    default = audit_configs(None, "first", strengths=(0.5,), windows=WindowConfig())[-1]
+    assert default.name == "windows 128/128 + none" and not default.calibrates
 
 
 def _row(name, mode, strength, hm, gain=None, groups=(80.0, 70.0, 60.0), psi=0.25):

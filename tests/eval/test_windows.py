@@ -44,7 +44,7 @@ def test_late_chunking_sees_only_what_fits_and_nodes_see_everything(encoder):
 
 def test_windows_configurations_run_share_their_vectors_and_come_back_from_the_cache(fake_data, tokenizer, tmp_path):
     bench = data.squad_longposq(fake_data, tokenizer, token_budget=128, max_documents=6, questions_per_group=4)
-    windows = WindowConfig(size=32)
+    windows = WindowConfig(size=32, document="plain")
     configs = [
         EvalConfig.plain(),
         EvalConfig(

@@ -146,7 +146,7 @@ WINDOW_POINTS = 300
 def windows_world(tiny_model_dir, tmp_path_factory):
     """A windows collection (plain + a MaxSim multivector of 0 to 5 windows per document) in local mode and on an
     edge shard made from the same layout; every window is its document's plain vector moved, so either side can win."""
-    config = WindowConfig(size=16)
+    config = WindowConfig(size=16, document="plain")
     model = PosFairEmbedding(tiny_model_dir("bert"), mode="windows", windows=config, device="cpu")
     rng = np.random.default_rng(5)
     nodes = make_nodes(WINDOW_POINTS, DIM, seed=13, uuid_ids=False)

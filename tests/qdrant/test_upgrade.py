@@ -285,6 +285,27 @@ def test_the_cli_upgrades_into_calibrated_mode(folders, tmp_path, tiny_plain, ca
     client.close()
 
 
+def test_the_cli_upgrades_into_windows_mode_keeping_the_stored_vector_unless_told_otherwise(
+    folders, tmp_path, tiny_plain, capsys
+):
+    """Windows alone is the library's default document, but an upgrade already holds the plain vector: the CLI keeps
+    it (plain) unless --window-document says dual; `none` is not offered."""
+    client, folder = open_copy(folders["tiny"], tmp_path)
+    stored = {p.id: p.vector for p in client.scroll("old", limit=1000, with_vectors=True)[0]}
+    client.close()
+    argv = ["upgrade", "--qdrant-path", str(folder), "--collection", "old", "--model", tiny_plain.model_name]
+    assert main([*argv, "--into", "win", "--mode", "windows", "--window-size", "8", "--device", "cpu"]) == 0
+    assert f"{NODES} node(s), {NODES} written now" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([*argv, "--into", "none", "--mode", "windows", "--window-document", "none"])
+    assert "invalid choice: 'none'" in capsys.readouterr().err
+    client = QdrantClient(path=str(folder))
+    assert collection_tag(client.get_collection("win"))["windows"] == {"size": 8, "stride": 8, "document": "plain"}
+    for point in client.scroll("win", limit=1000, with_vectors=True)[0]:
+        np.testing.assert_allclose(point.vector["plain"], stored[point.id], atol=1e-6)
+    client.close()
+
+
 def test_upgrade_on_a_server(tiny_plain, tiny_dual, nodes):
     """Against the stub server (Qdrant's REST API, no random sampling: the check falls back to every n-th point)."""
     from tests.distributed.qdrant_stub import QdrantStub

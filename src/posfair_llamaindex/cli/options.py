@@ -145,15 +145,16 @@ def mode_options() -> argparse.ArgumentParser:
     return parent
 
 
-def window_options(group, documents: tuple = WINDOW_DOCUMENTS) -> None:
-    """--window-size, --window-stride, --window-document: windows mode's WindowConfig (unset: its defaults)."""
+def window_options(group, documents: tuple = WINDOW_DOCUMENTS, document: str = "none") -> None:
+    """--window-size, --window-stride, --window-document: windows mode's WindowConfig (unset: its defaults, or the
+    command's own ``document``, which its handler fills in)."""
     group.add_argument("--window-size", type=int, default=None, help="windows mode: tokens per window (128)")
     group.add_argument("--window-stride", type=int, default=None, help="windows mode: tokens between starts (size)")
     group.add_argument(
         "--window-document",
         choices=documents,
         default=None,
-        help="windows mode: the document vector(s) kept beside the windows (plain)",
+        help=f"windows mode: the document vector(s) kept beside the windows ({document})",
     )
 
 

@@ -200,7 +200,7 @@ def windows_group(parser) -> None:
     )
     group.add_argument(
         "--window-document",
-        default="plain",
+        default="none",
         help=f"comma list of the document vector(s) beside the windows: {', '.join(WINDOW_DOCUMENTS)} (%(default)s)",
     )
     group.add_argument(

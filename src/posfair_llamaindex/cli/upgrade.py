@@ -14,6 +14,7 @@ from posfair_llamaindex.cli.options import (
 from posfair_llamaindex.options import FUSIONS
 
 UPGRADE_MODES = ("dual", "calibrated", "windows")
+UPGRADE_WINDOW_DOCUMENTS = ("plain", "dual")
 
 
 def register(commands) -> None:
@@ -33,8 +34,8 @@ def register(commands) -> None:
     upgrade.add_argument(
         "--fusion", choices=FUSIONS, default=None, help="dual and windows modes' fusion rule (their default)"
     )
-    # the stored vector becomes the windows' document vector: a plain or a dual document
-    window_options(upgrade.add_argument_group("windows mode"), documents=("plain", "dual"))
+    # the stored vector becomes the windows' document vector: a plain or a dual document (plain when unset)
+    window_options(upgrade.add_argument_group("windows mode"), documents=UPGRADE_WINDOW_DOCUMENTS, document="plain")
     upgrade.add_argument(
         "--replace",
         action="store_true",
@@ -73,6 +74,8 @@ def run_upgrade(args) -> int:
             raise CliError(f"--actors must be at least 1, got {args.actors}")
     if args.fusion is not None and args.mode not in ("dual", "windows"):
         raise CliError("--fusion is used by --mode dual and windows only")
+    if args.mode == "windows" and args.window_document is None:
+        args.window_document = UPGRADE_WINDOW_DOCUMENTS[0]  # the stored vector is there: keeping it costs nothing
     client = open_client(args)  # a dead server, or a folder that does not exist, fails before the model loads
     if not client.collection_exists(args.collection):
         raise CliError(f"collection {args.collection!r} does not exist (see `posfair collections`)")
