@@ -382,8 +382,12 @@ class VectorLayout(BaseModel):
                 max_candidates=max_candidates,
             )
         (vector,) = self.dense
-        found = {"query": self.query_vector(vector, embedding), "using": vector.name, "filter": query_filter}
-        found["params"] = params
+        found = {
+            "query": self.query_vector(vector, embedding),
+            "using": vector.name,
+            "filter": query_filter,
+            "params": params,
+        }
         return {key: value for key, value in found.items() if value is not None}
 
     def sparse_prefetch(

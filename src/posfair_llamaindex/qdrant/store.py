@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional, cast
 
 from llama_index.core.schema import BaseNode, MetadataMode
@@ -392,37 +392,33 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         if self.layout.is_plain:
             return super().query(query, **kwargs)
-        kind = self._search_kind(query)
-        if kind == "sparse":
-            request = self._sparse_request(query, kwargs)
-            responses = self._call("query_batch_points", collection_name=self.collection_name, requests=[request])
-            return self.parse_to_query_result(responses[0].points)
-        if kind == "hybrid":
-            rule, request = self._hybrid_requests(query, kwargs)
-            if rule == "relative":
-                return self._fuse_relative(query, self._call("query_batch_points", **request))
-            return self.parse_to_query_result(self._call("query_points", **request).points)
-        return self.parse_to_query_result(self._call("query_points", **self._fused_request(query, kwargs)).points)
+        method, request, finish = self._query_plan(query, kwargs)
+        return finish(self._call(method, **request))
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         await self._acheck_collection()
         if self.layout.is_plain:
             return await super().aquery(query, **kwargs)
         self._ensure_async_client()
+        method, request, finish = self._query_plan(query, kwargs)
+        return finish(await self._acall(method, **request))
+
+    def _query_plan(
+        self, query: VectorStoreQuery, kwargs: dict[str, Any]
+    ) -> tuple[str, dict[str, Any], Callable[[Any], VectorStoreQueryResult]]:
+        """The client method, its arguments and how its response becomes the result, for a layout LlamaIndex's
+        code cannot query (the same plan for the sync and the async client)."""
         kind = self._search_kind(query)
         if kind == "sparse":
-            request = self._sparse_request(query, kwargs)
-            responses = await self._acall(
-                "query_batch_points", collection_name=self.collection_name, requests=[request]
-            )
-            return self.parse_to_query_result(responses[0].points)
+            request = dict(collection_name=self.collection_name, requests=[self._sparse_request(query, kwargs)])
+            return "query_batch_points", request, lambda responses: self.parse_to_query_result(responses[0].points)
         if kind == "hybrid":
             rule, request = self._hybrid_requests(query, kwargs)
             if rule == "relative":
-                return self._fuse_relative(query, await self._acall("query_batch_points", **request))
-            return self.parse_to_query_result((await self._acall("query_points", **request)).points)
-        response = await self._acall("query_points", **self._fused_request(query, kwargs))
-        return self.parse_to_query_result(response.points)
+                return "query_batch_points", request, lambda responses: self._fuse_relative(query, responses)
+            return "query_points", request, lambda response: self.parse_to_query_result(response.points)
+        request = self._fused_request(query, kwargs)
+        return "query_points", request, lambda response: self.parse_to_query_result(response.points)
 
     def _call(self, method: str, **request: Any) -> Any:
         call = getattr(self._client, method)
