@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))  # the edge request translator lives with the test
 from bench_windows import (  # noqa: E402
     QUERY_KINDS,
     _version,
-    disk_bytes,
+    build_edge_shard,
     exact_scores,
     make_queries,
     synthetic_corpus,
@@ -182,30 +182,11 @@ def local_mode(corpus: dict, layout: dict, queries: np.ndarray, truth: np.ndarra
 def build_shard(folder: Path, name: str, layout, points, payload_index: bool = False):
     import qdrant_edge as edge
 
-    from tests.qdrant import edge as translate
-
-    path = folder / name
-    started = time.perf_counter()
-    shard = translate.create_shard(str(path), layout, hnsw=True)
-    if payload_index:  # the keyword index a group_by field wants, made with the collection, before the data
-        shard.update(edge.UpdateOperation.create_field_index(DOC_FIELD, edge.PayloadSchemaType.Keyword))
-    for batch in points:
-        shard.update(edge.UpdateOperation.upsert_points([edge.Point(i, v, p) for i, v, p in batch]))
-    upserted = time.perf_counter() - started
-    shard.optimize()
-    built = time.perf_counter() - started
-    info = shard.info()
-    disk = disk_bytes(path, layout.names)
-    summary = dict(
-        shard=name,
-        segments=info.segments_count,
-        points=info.points_count,
-        indexed_vectors=info.indexed_vectors_count,
-        upsert_s=round(upserted, 1),
-        build_s=round(built, 1),
-        allocated_without_wal=disk["allocated_without_wal"],
-        hnsw_links=disk["hnsw_links"],
-    )
+    batches = ([edge.Point(i, v, p) for i, v, p in batch] for batch in points)
+    # the keyword index a group_by field wants, made with the collection, before the data
+    shard, built = build_edge_shard(folder / name, layout, batches, index_field=DOC_FIELD if payload_index else None)
+    disk = built.pop("disk_bytes")
+    summary = dict(shard=name, **built, **disk)
     print(json.dumps({"edge shard": summary}), flush=True)
     return shard, summary
 

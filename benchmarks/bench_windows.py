@@ -355,6 +355,34 @@ def disk_bytes(folder: Path, names) -> dict:
     return {"allocated_without_wal": allocated, "hnsw_links": links}
 
 
+def build_edge_shard(path: Path, layout, batches, *, index_field=None, full_scan_threshold=None) -> tuple:
+    """An HNSW-indexed edge shard of ``layout``'s vectors filled with ``batches`` (lists of ``edge.Point``), with a
+    keyword index on ``index_field`` made before the data; returns it and its build figures (points, segments,
+    upsert and build seconds from the start, ``disk_bytes``)."""
+    import qdrant_edge as edge
+
+    from tests.qdrant import edge as translate
+
+    started = time.perf_counter()
+    shard = translate.create_shard(str(path), layout, hnsw=True, full_scan_threshold=full_scan_threshold)
+    if index_field is not None:
+        shard.update(edge.UpdateOperation.create_field_index(index_field, edge.PayloadSchemaType.Keyword))
+    for batch in batches:
+        shard.update(edge.UpdateOperation.upsert_points(batch))
+    upserted = time.perf_counter() - started
+    shard.optimize()
+    built = time.perf_counter() - started
+    info = shard.info()
+    return shard, dict(
+        segments=info.segments_count,
+        points=info.points_count,
+        indexed_vectors=info.indexed_vectors_count,
+        upsert_s=round(upserted, 1),
+        build_s=round(built, 1),
+        disk_bytes=disk_bytes(path, layout.names),
+    )
+
+
 def edge_hnsw(corpus: dict, layouts: dict, stores: dict, queries: dict, truth: dict, shard_kind: str, args) -> tuple:
     """An HNSW-indexed edge shard: build time, then recall and latency of each setting, for each kind of query."""
     import qdrant_edge as edge
@@ -368,30 +396,17 @@ def edge_hnsw(corpus: dict, layouts: dict, stores: dict, queries: dict, truth: d
     everyone = np.ones(len(corpus["plain"]), bool)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "shard"
-        started = time.perf_counter()
-        shard = translate.create_shard(
-            str(path), layout, hnsw=True, full_scan_threshold=spec.get("full_scan_threshold")
+        batches = (
+            [edge.Point(p.id, dict(p.vector), p.payload) for p in batch] for batch in point_batches(corpus, layout)
         )
-        if spec.get("payload_index"):
-            shard.update(edge.UpdateOperation.create_field_index("colour", edge.PayloadSchemaType.Keyword))
-        for batch in point_batches(corpus, layout):
-            shard.update(
-                edge.UpdateOperation.upsert_points([edge.Point(p.id, dict(p.vector), p.payload) for p in batch])
-            )
-        upserted = time.perf_counter() - started
-        shard.optimize()
-        built = time.perf_counter() - started
-        info = shard.info()
-        shard_info = dict(
-            kind=shard_kind,
-            segments=info.segments_count,
-            points=info.points_count,
-            indexed_vectors=info.indexed_vectors_count,
-            upsert_s=round(upserted, 1),
-            build_s=round(built, 1),
-            disk_bytes=disk_bytes(path, layout.names),
+        shard, built = build_edge_shard(
+            Path(folder) / "shard",
+            layout,
+            batches,
+            index_field="colour" if spec.get("payload_index") else None,
+            full_scan_threshold=spec.get("full_scan_threshold"),
         )
+        shard_info = dict(kind=shard_kind, **built)
         print(json.dumps({"edge shard": shard_info}), flush=True)
 
         def measure(query_kind: str, search: str, label: str, k: int, where: str) -> None:
