@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from posfair_llamaindex.eval.metrics import paired_summary_difference
+from posfair_llamaindex.eval.report import interval_cell, signed_interval
 
 ARMS = (
     ("base-mean", "base, mean pooling"),
@@ -35,18 +36,6 @@ def _report(folder: Path, prefix: str):
     return json.loads(found[0].read_text()) if found else None
 
 
-def _fmt(values, digits: int = 1) -> str:
-    point, low, high = values
-    return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def _delta(values) -> str:
-    if not values:
-        return "-"
-    point, low, high = values
-    return f"{point:+.2f} [{low:+.2f}, {high:+.2f}]"
-
-
 def rows_for(folder: Path) -> list[str]:
     squad, scifact = _report(folder, "squad-longposq"), _report(folder, "scifact")
     moving_path = folder / "evidence_moving.json"
@@ -60,13 +49,14 @@ def rows_for(folder: Path) -> list[str]:
         groups = " | ".join(f"{ndcg[f'group:{g}'][0]:.1f}" for g in ("begin", "middle", "end"))
         other = general.get(result["name"])
         scifact_cell = f"{other['ndcg_at_10']['aggregate'][0]:.2f}" if other else "missing"
-        scifact_delta = _delta(other["delta_ndcg_at_10_vs_plain_paired"]) if other else "-"
+        scifact_delta = signed_interval(other["delta_ndcg_at_10_vs_plain_paired"]) if other else "-"
         name = result["name"]
         key = "plain" if name == "plain" else ("calibrated" if "0.85" in name else None)
         moved = f"{moving[key]['delta_x1000']:.1f}" if key and key in moving else "-"
+        delta = signed_interval(result["delta_ndcg_at_10_vs_plain_paired"])
         rows.append(
-            f"| {name} | {groups} | {_fmt(ndcg['hm'])} | {_fmt(ndcg['psi'], 3)} | "
-            f"{_delta(result['delta_ndcg_at_10_vs_plain_paired'])} | {scifact_cell} | {scifact_delta} | {moved} |"
+            f"| {name} | {groups} | {interval_cell(ndcg['hm'])} | {interval_cell(ndcg['psi'], 3)} | {delta} | "
+            f"{scifact_cell} | {scifact_delta} | {moved} |"
         )
     return rows
 

@@ -13,19 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from posfair_llamaindex.eval.report import display_name
-
-
-def cell(values, digits=1) -> str:
-    point, low, high = values
-    return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def signed(values) -> str:
-    if not values:
-        return "-"
-    point, low, high = values
-    return f"{point:+.2f} [{low:+.2f}, {high:+.2f}]"
+from posfair_llamaindex.eval.report import display_name, interval_cell, signed_interval
 
 
 def reports(folder: Path) -> list[dict]:
@@ -52,10 +40,11 @@ def table(report: dict, general: bool) -> str:
         row = [result["name"]]
         if positional:
             row += [f"{scores[f'group:{g}'][0]:.1f}" for g in groups]
-            row += [cell(scores["hm"], 2), f"{scores['psi'][0]:.3f}"]
+            row += [interval_cell(scores["hm"], 2), f"{scores['psi'][0]:.3f}"]
         else:
-            row.append(cell(scores["aggregate"], 2))
-        row += [signed(result["delta_ndcg_at_10_vs_plain_paired"]), f"{result.get('vectors_per_document', 1.0):.2f}"]
+            row.append(interval_cell(scores["aggregate"], 2))
+        delta = signed_interval(result["delta_ndcg_at_10_vs_plain_paired"])
+        row += [delta, f"{result.get('vectors_per_document', 1.0):.2f}"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 

@@ -27,14 +27,16 @@ def display_name(model: str) -> str:
     return "/".join(path.parts[-2:])
 
 
-def _signed(values: Optional[tuple]) -> str:
+def signed_interval(values: Optional[tuple]) -> str:
+    """A paired change with its interval, ``+1.23 [+0.45, +2.01]``; ``-`` when there is none."""
     if values is None:
         return "-"
     point, low, high = values
     return f"{point:+.2f} [{low:+.2f}, {high:+.2f}]"
 
 
-def _cell(values: Optional[tuple], digits: int = 1) -> str:
+def interval_cell(values: Optional[tuple], digits: int = 1) -> str:
+    """A figure with its interval, ``83.7 [82.3, 85.0]``; ``-`` when there is none."""
     if values is None:
         return "-"
     point, low, high = values
@@ -58,12 +60,12 @@ def to_markdown(run: EvalRun) -> str:
         s = result.summary
         row = [result.config.name, result.pooling]
         if positional:
-            row += [_cell(s.get(f"group:{g}")) for g in groups]
-            row += [_cell(s.get("hm")), _cell(s.get("psi"), 3)]
+            row += [interval_cell(s.get(f"group:{g}")) for g in groups]
+            row += [interval_cell(s.get("hm")), interval_cell(s.get("psi"), 3)]
         row += [
-            _cell(s.get("aggregate")),
-            _signed(result.delta_vs_plain),
-            _cell(result.recall_summary.get("aggregate")),
+            interval_cell(s.get("aggregate")),
+            signed_interval(result.delta_vs_plain),
+            interval_cell(result.recall_summary.get("aggregate")),
         ]
         row.append("cached" if result.seconds is None else f"{result.seconds:.0f}")
         lines.append("| " + " | ".join(row) + " |")
