@@ -39,6 +39,8 @@ AUDIT_DESIGNS: tuple = get_args(AuditDesign)
 LENGTH_LIMITS: tuple = get_args(LengthLimit)
 # the limit when none is given (docs/RESULTS.md, "The token limit in force")
 DEFAULT_LENGTH_LIMIT: LengthLimit = "positions"
+# what windows mode keeps beside its windows when not told (docs/RESULTS.md §20.7: windows alone)
+DEFAULT_WINDOW_DOCUMENT: WindowDocument = "none"
 
 # SEA's chunk size when none is given: the paper's basket size, so SEA and calibration share a granularity
 DEFAULT_CHUNK_TOKENS = 128

@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from posfair_llamaindex.encoder import PosFairEncoder
-from posfair_llamaindex.options import WINDOW_DOCUMENTS, WindowDocument
+from posfair_llamaindex.options import DEFAULT_WINDOW_DOCUMENT, WINDOW_DOCUMENTS, WindowDocument
 
 
 class WindowConfig(BaseModel):
@@ -36,7 +36,9 @@ class WindowConfig(BaseModel):
 
     size: StrictInt = Field(default=128, ge=8, description="Tokens per window.")
     stride: Optional[StrictInt] = Field(default=None, ge=1, description="Tokens between window starts.")
-    document: WindowDocument = Field(default="none", description="The document vector(s) kept beside windows.")
+    document: WindowDocument = Field(
+        default=DEFAULT_WINDOW_DOCUMENT, description="The document vector(s) kept beside windows."
+    )
 
     @model_validator(mode="after")
     def _stride_within_size(self) -> WindowConfig:

@@ -16,6 +16,7 @@ from posfair_llamaindex.options import (
     CHUNKERS,
     DEFAULT_CHUNK_TOKENS,
     DEFAULT_LENGTH_LIMIT,
+    DEFAULT_WINDOW_DOCUMENT,
     DTYPES,
     FUSIONS,
     LENGTH_LIMITS,
@@ -145,7 +146,7 @@ def mode_options() -> argparse.ArgumentParser:
     return parent
 
 
-def window_options(group, documents: tuple = WINDOW_DOCUMENTS, document: str = "none") -> None:
+def window_options(group, documents: tuple = WINDOW_DOCUMENTS, document: str = DEFAULT_WINDOW_DOCUMENT) -> None:
     """--window-size, --window-stride, --window-document: windows mode's WindowConfig (unset: its defaults, or the
     command's own ``document``, which its handler fills in)."""
     group.add_argument("--window-size", type=int, default=None, help="windows mode: tokens per window (128)")

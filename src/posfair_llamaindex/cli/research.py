@@ -191,7 +191,7 @@ def dual_group(parser) -> None:
 
 
 def windows_group(parser) -> None:
-    from posfair_llamaindex.options import WINDOW_DOCUMENTS, WINDOW_SOURCES
+    from posfair_llamaindex.options import DEFAULT_WINDOW_DOCUMENT, WINDOW_DOCUMENTS, WINDOW_SOURCES
 
     group = parser.add_argument_group("windows configurations ('windows' in --configs; each list is a grid)")
     group.add_argument("--window-size", default="128", help="comma list of window sizes in tokens (%(default)s)")
@@ -200,7 +200,7 @@ def windows_group(parser) -> None:
     )
     group.add_argument(
         "--window-document",
-        default="none",
+        default=DEFAULT_WINDOW_DOCUMENT,
         help=f"comma list of the document vector(s) beside the windows: {', '.join(WINDOW_DOCUMENTS)} (%(default)s)",
     )
     group.add_argument(
