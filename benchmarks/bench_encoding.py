@@ -53,8 +53,8 @@ def register_eager_matrix():
     from transformers.integrations.sdpa_attention import repeat_kv
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    from posfair_llamaindex.attention import PLAN_KWARG
-    from posfair_llamaindex.calibration import calibrate_rows
+    from posfair_llamaindex.calibration.row_math import calibrate_rows
+    from posfair_llamaindex.model.attention import PLAN_KWARG
 
     def eager_matrix(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         plan = kwargs.get(PLAN_KWARG)
@@ -103,7 +103,7 @@ def minilm_documents(data: str, model_dir: str, count: int, budget: int = 512) -
     """
     from transformers import AutoTokenizer
 
-    from posfair_llamaindex.eval.data import squad_longposq
+    from posfair_llamaindex.eval.benchmark_data import squad_longposq
 
     benchmark = squad_longposq(
         Path(data),
@@ -120,9 +120,9 @@ def make_runner(method: str, args):
     """A zero-argument callable that encodes the workload once with ``method``, and the token count."""
     import torch
 
-    from posfair_llamaindex.attention import PLAN_KWARG
-    from posfair_llamaindex.config import CalibrationConfig
-    from posfair_llamaindex.encoder import PosFairEncoder
+    from posfair_llamaindex.calibration.config import CalibrationConfig
+    from posfair_llamaindex.encoding.encoder import PosFairEncoder
+    from posfair_llamaindex.model.attention import PLAN_KWARG
 
     attention = {"eager_matrix": "eager_matrix", "plain_eager": "eager"}.get(method)
     limit = args.length if args.workload == "real" else None

@@ -25,7 +25,7 @@ from pathlib import Path
 
 LOAD_OURS = """
 import time, torch
-from posfair_llamaindex import fused_kernel
+from posfair_llamaindex.calibration.kernel import fused_kernel
 start = time.perf_counter()
 assert fused_kernel.module() is not None
 print(time.perf_counter() - start)
@@ -55,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from posfair_llamaindex import fused_kernel
+    from posfair_llamaindex.calibration.kernel import fused_kernel
 
     host = torch.backends.cpu.get_cpu_capability()
     capabilities = [host.lower()] + (["avx2"] if host == "AVX512" else [])

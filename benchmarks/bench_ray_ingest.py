@@ -43,7 +43,7 @@ def load_average() -> float:
 def write_corpus(data: Path, model_dir: str, count: int, folder: Path) -> dict:
     from transformers import AutoTokenizer
 
-    from posfair_llamaindex.eval.data import squad_longposq
+    from posfair_llamaindex.eval.benchmark_data import squad_longposq
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     benchmark = squad_longposq(data, tokenizer, max_documents=count, questions_per_group=None)
@@ -61,7 +61,7 @@ def run_one_process(folder: Path, model_dir: str, store_dir: Path, args) -> dict
     from qdrant_client import QdrantClient
 
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.ingest import ingest_documents, node_parser_for, read_documents
+    from posfair_llamaindex.jobs.ingest import ingest_documents, node_parser_for, read_documents
     from posfair_llamaindex.qdrant import tagged_vector_store
 
     torch.set_num_threads(args.threads)
@@ -95,7 +95,7 @@ def timed_embedder(log: Path):
     The CPU seconds are the actor process's (all its threads): unlike wall time, a busy machine does not
     stretch them much, so documents per CPU-second compare configurations even when others share the cores.
     """
-    from posfair_llamaindex.distributed import EmbedDocuments
+    from posfair_llamaindex.jobs.distributed import EmbedDocuments
 
     class TimedEmbed(EmbedDocuments):
         def __call__(self, batch):
@@ -113,7 +113,7 @@ def run_ray(folder: Path, model_dir: str, store_dir: Path, actors: int, args) ->
     from qdrant_client import QdrantClient
 
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.distributed import QdrantTarget, RayIngestSettings, ray_ingest
+    from posfair_llamaindex.jobs.distributed import QdrantTarget, RayIngestSettings, ray_ingest
 
     embed_model = PosFairEmbedding(model_dir, embed_batch_size=args.batch_size, device="cpu")
     settings = RayIngestSettings(
@@ -162,10 +162,10 @@ def stage_costs(folder: Path, model_dir: str, batch_size: int) -> dict:
     import torch
 
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.distributed.actors import ParserSpec, prepare_documents
-    from posfair_llamaindex.distributed.lookup import SnapshotLookup
-    from posfair_llamaindex.distributed.rows import from_table, to_table
-    from posfair_llamaindex.ingest import DEFAULT_MAX_FILE_BYTES
+    from posfair_llamaindex.jobs.distributed.actors import ParserSpec, prepare_documents
+    from posfair_llamaindex.jobs.distributed.lookup import SnapshotLookup
+    from posfair_llamaindex.jobs.distributed.rows import from_table, to_table
+    from posfair_llamaindex.jobs.ingest import DEFAULT_MAX_FILE_BYTES
 
     torch.set_num_threads(1)
     embed_model = PosFairEmbedding(model_dir, device="cpu")

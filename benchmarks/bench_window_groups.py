@@ -74,7 +74,7 @@ def layouts() -> dict:
     a 384-dimensional model, built here without loading one), a plain document layout, and the flat window one."""
     from qdrant_client.http import models as rest
 
-    from posfair_llamaindex.qdrant.layout import (
+    from posfair_llamaindex.qdrant.vector_layout import (
         PLAIN_VECTOR,
         WINDOWS_VECTOR,
         DenseVector,

@@ -70,7 +70,7 @@ def encode(args) -> dict:
     import torch
 
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.windows import WindowConfig
+    from posfair_llamaindex.encoding.windows import WindowConfig
 
     torch.set_num_threads(args.threads)
     model = args.model
@@ -214,8 +214,8 @@ def store_layouts(model: str) -> dict:
     from qdrant_client.http import models as rest
 
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.qdrant.layout import VectorLayout, layout_for
-    from posfair_llamaindex.windows import WindowConfig
+    from posfair_llamaindex.encoding.windows import WindowConfig
+    from posfair_llamaindex.qdrant.vector_layout import VectorLayout, layout_for
 
     fused = PosFairEmbedding(model, mode="windows", windows=WindowConfig(size=128, document="plain"))
     alone = PosFairEmbedding(

@@ -42,9 +42,9 @@ def interleaved(functions: dict, rounds: int) -> dict:
 
 
 def attention_case(old, length: int, sequences: int, rounds: int) -> list:
-    from posfair_llamaindex import basket_attention
-    from posfair_llamaindex.calibration import RowLayout
-    from posfair_llamaindex.config import CalibrationConfig
+    from posfair_llamaindex.calibration import basket_attention
+    from posfair_llamaindex.calibration.config import CalibrationConfig
+    from posfair_llamaindex.calibration.row_math import RowLayout
 
     heads, dim = 12, 32
     generator = torch.Generator().manual_seed(0)
@@ -70,10 +70,10 @@ def attention_case(old, length: int, sequences: int, rounds: int) -> list:
 
 
 def model_case(old, length: int, rounds: int) -> list:
-    from posfair_llamaindex import attention
-    from posfair_llamaindex.attention import PLAN_KWARG
-    from posfair_llamaindex.config import CalibrationConfig
-    from posfair_llamaindex.encoder import PosFairEncoder
+    from posfair_llamaindex.calibration.config import CalibrationConfig
+    from posfair_llamaindex.encoding.encoder import PosFairEncoder
+    from posfair_llamaindex.model import attention
+    from posfair_llamaindex.model.attention import PLAN_KWARG
 
     new_function = attention.calibrated_all_rows
     with tempfile.TemporaryDirectory() as folder:

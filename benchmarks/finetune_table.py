@@ -1,4 +1,4 @@
-"""Gather the fine-tuning experiment's reports into one markdown table (docs/RESULTS.md §11).
+"""Gather the fine-tuning experiment's reports into one markdown table (docs/RESULTS.md §10).
 
 Reads ``docs/results/finetune/<arm>/`` as ``scripts/finetune_experiment.sh eval`` writes it: the SQuAD-LongPosQ
 and SciFact reports of ``posfair eval`` and the ``evidence_moving.json`` of ``posfair diagnose``. Arms that
@@ -115,7 +115,7 @@ def arms_chart(root: Path, path: Path) -> None:
     """Every arm and configuration as one point: SciFact nDCG@10 (x) against held-out SQuAD PSI (y), labelled HM."""
     from matplotlib.figure import Figure
 
-    from posfair_llamaindex.plots import save_png
+    from posfair_llamaindex.eval.plots import save_png
 
     figure = Figure(figsize=(8, 5.5))
     axis = figure.subplots()

@@ -1,4 +1,4 @@
-"""The windows-mode tables of docs/RESULTS.md §20, read from the ``posfair eval`` JSON reports they come from.
+"""The windows-mode tables of docs/RESULTS.md §4, read from the ``posfair eval`` JSON reports they come from.
 
     python benchmarks/windows_tables.py docs/results/windows/squad-grid-mean docs/results/windows/squad-grid-first
     python benchmarks/windows_tables.py docs/results/windows/scifact-mean --general

@@ -14,7 +14,7 @@ import numpy as np
 from llama_index.core import SimpleDirectoryReader, VectorStoreIndex
 
 from posfair_llamaindex import PosFairEmbedding
-from posfair_llamaindex.sea import ChunkerConfig
+from posfair_llamaindex.encoding.sea import ChunkerConfig
 
 HERE = Path(__file__).resolve().parent
 

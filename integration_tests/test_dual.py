@@ -10,7 +10,7 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 
 from integration_tests.fused import async_index_run, brute_force
 from posfair_llamaindex import CalibrationConfig, CollectionTagMismatchError, PosFairEmbedding, tagged_vector_store
-from posfair_llamaindex.ingest import ingest_documents, node_parser_for
+from posfair_llamaindex.jobs.ingest import ingest_documents, node_parser_for
 from posfair_llamaindex.qdrant import collection_tag, point_id
 from tests.utils import minilm_path, sample_texts
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from qdrant_client import QdrantClient
 
-from posfair_llamaindex.ingest import IngestReport, ingest_documents, node_parser_for, read_documents
+from posfair_llamaindex.jobs.ingest import IngestReport, ingest_documents, node_parser_for, read_documents
 from posfair_llamaindex.qdrant import point_id, tagged_vector_store
 from tests.utils import minilm_path, sample_texts
 
@@ -138,7 +138,7 @@ CHILD = textwrap.dedent(
     import torch
     from qdrant_client import QdrantClient
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.ingest import ingest_documents, node_parser_for, read_documents
+    from posfair_llamaindex.jobs.ingest import ingest_documents, node_parser_for, read_documents
     from posfair_llamaindex.qdrant import tagged_vector_store
 
     torch.set_num_threads(1)

@@ -12,7 +12,7 @@ import pytest
 from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.schema import TextNode
 
-from posfair_llamaindex.ingest import ingest_documents, node_parser_for
+from posfair_llamaindex.jobs.ingest import ingest_documents, node_parser_for
 from posfair_llamaindex.qdrant import (
     POINT_FINGERPRINT_KEY,
     CollectionTagMismatchError,

@@ -12,9 +12,9 @@ from qdrant_client.http import models as rest
 
 from integration_tests.fused import async_index_run, brute_force
 from posfair_llamaindex import CollectionTagMismatchError, PosFairEmbedding, tagged_vector_store
-from posfair_llamaindex.ingest import ingest_documents, node_parser_for
+from posfair_llamaindex.encoding.windows import WindowConfig
+from posfair_llamaindex.jobs.ingest import ingest_documents, node_parser_for
 from posfair_llamaindex.qdrant import collection_tag, point_id
-from posfair_llamaindex.windows import WindowConfig
 from tests.utils import minilm_path, sample_texts
 
 QUESTION = "farmers planted barley near the old stone bridge"

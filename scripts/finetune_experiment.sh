@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fine-tuning experiment of docs/RESULTS.md §11: seven arms on all-MiniLM-L6-v2, each evaluated plain and
+# The fine-tuning experiment of docs/RESULTS.md §10: seven arms on all-MiniLM-L6-v2, each evaluated plain and
 # calibrated on held-out SQuAD-LongPosQ, a fixed SciFact subset and the evidence-moving cosine.
 #
 #   MODELS=/tmp/posfair-models CACHE=/tmp/posfair-cache bash scripts/finetune_experiment.sh [train|eval|all]

@@ -33,7 +33,7 @@ def minilm() -> str:
 def two_kernel_builds(tmp_path_factory):
     """One fresh kernel cache and two processes started at once that both need the compiled kernel there: the
     cache folder and what each child reported. Built once per session; the tests of the cache share it."""
-    from tests import kernel_builds
+    from tests.calibration.kernel import kernel_builds
 
     if not kernel_builds.HAS_COMPILER:
         pytest.skip(kernel_builds.NO_COMPILER)

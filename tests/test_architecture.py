@@ -1,8 +1,10 @@
-"""The shape of the package: imports flow one way, and the command line sits on top of the library."""
+"""The shape of the package: the folders are its layers, imports flow one way (down), the command line sits on
+top of the library, and docs/DESIGN.md shows the real tree."""
 
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,10 +71,48 @@ def cycles(graph: dict) -> list:
     return found
 
 
+BASE = "base"  # the small modules at the root that every layer may use
+# each folder (or root module) and the layer it belongs to, most specific first
+LAYER_OF = (
+    ("jobs.distributed", "distributed"),
+    ("calibration", "calibration"),
+    ("model", "model"),
+    ("encoding", "encoding"),
+    ("embedding_pickling", "embedding"),
+    ("embedding", "embedding"),
+    ("qdrant", "qdrant"),
+    ("jobs", "jobs"),
+    ("eval", "eval"),
+    ("train", "train"),
+    ("cli", "cli"),
+    ("options", BASE),
+    ("tag", BASE),
+    ("errors", BASE),
+    ("modes", BASE),
+    ("lazy", BASE),
+    ("moved", BASE),
+    ("version", BASE),
+)
+_STACK = [BASE, "calibration", "model", "encoding", "embedding", "qdrant", "jobs", "distributed"]
+# what each layer may import: everything below it in the stack; evaluation and training sit beside the store
+ALLOWED = {layer: set(_STACK[: i + 1]) for i, layer in enumerate(_STACK)}
+ALLOWED["eval"] = set(_STACK[:5]) | {"eval"}
+ALLOWED["train"] = ALLOWED["eval"] | {"train"}
+ALLOWED["cli"] = set(_STACK) | {"eval", "train", "cli"}
+
+
+def layer(module: str) -> str:
+    relative = module[len(PACKAGE) + 1 :]
+    for prefix, name in LAYER_OF:
+        if relative == prefix or relative.startswith(prefix + "."):
+            return name
+    raise AssertionError(f"{module} is in no layer: add its folder to LAYER_OF")
+
+
 def test_the_walk_sees_the_package():
     graph = import_graph()
-    assert {"posfair_llamaindex.cli", "posfair_llamaindex.qdrant.store", "posfair_llamaindex.eval.runner"} <= set(graph)
-    assert "posfair_llamaindex.embedding" in graph["posfair_llamaindex.qdrant.collection"]
+    assert {f"{PACKAGE}.cli", f"{PACKAGE}.qdrant.store", f"{PACKAGE}.eval.runner"} <= set(graph)
+    assert f"{PACKAGE}.embedding" in graph[f"{PACKAGE}.qdrant.collection"]
 
 
 def test_cycle_detection_works_on_a_known_cycle():
@@ -82,6 +122,23 @@ def test_cycle_detection_works_on_a_known_cycle():
 
 def test_no_import_cycles():
     assert cycles(import_graph()) == []
+
+
+def test_every_folder_imports_only_the_layers_below_it():
+    graph = import_graph()
+    offenders = {}
+    for module, edges in graph.items():
+        if module == PACKAGE:  # the package's lazy exports name every layer
+            continue
+        above = sorted(t for t in edges if t != PACKAGE and layer(t) not in ALLOWED[layer(module)])
+        if above:
+            offenders[module] = above
+    assert offenders == {}
+
+
+def test_the_layer_rule_catches_an_upward_import():
+    assert layer(f"{PACKAGE}.qdrant.store") not in ALLOWED[layer(f"{PACKAGE}.model.loading")]
+    assert layer(f"{PACKAGE}.model.loading") in ALLOWED[layer(f"{PACKAGE}.qdrant.store")]
 
 
 def test_the_library_never_imports_the_command_line():
@@ -95,10 +152,10 @@ def test_the_library_never_imports_the_command_line():
 
 
 def test_the_distributed_package_sits_on_top_and_ray_stays_inside_it():
-    """Only the command line imports ``distributed/``; only ``distributed/`` imports Ray (an optional extra)."""
+    """Only the command line imports ``jobs/distributed/``; only it imports Ray (an optional extra)."""
     graph = import_graph()
-    distributed, cli = f"{PACKAGE}.distributed", f"{PACKAGE}.cli"
-    assert f"{PACKAGE}.ingest" in graph[f"{distributed}.actors"]  # the walk sees the package's edges
+    distributed, cli = f"{PACKAGE}.jobs.distributed", f"{PACKAGE}.cli"
+    assert f"{PACKAGE}.jobs.ingest" in graph[f"{distributed}.actors"]  # the walk sees the package's edges
     offenders = {
         m: sorted(t for t in e if t.startswith(distributed))
         for m, e in graph.items()
@@ -121,20 +178,76 @@ def test_the_distributed_package_sits_on_top_and_ray_stays_inside_it():
 def test_low_level_modules_do_not_reach_up():
     """The math and the config know nothing about models, LlamaIndex, Qdrant or evaluation."""
     graph = import_graph()
-    for low in ("options", "tag", "config", "calibration"):
-        reachable, todo = set(), [f"{PACKAGE}.{low}"]
-        while todo:
-            for nxt in graph[todo.pop()] - reachable - {PACKAGE}:
-                reachable.add(nxt)
-                todo.append(nxt)
-        assert reachable <= {f"{PACKAGE}.{m}" for m in ("options", "tag", "config")}, (low, reachable)
+    low = {f"{PACKAGE}.{m}" for m in ("options", "tag", "errors", "calibration.config")}
+    for start in (*low, f"{PACKAGE}.calibration.row_math"):
+        assert reachable_from(graph, start) <= low, start
+
+
+def test_no_two_modules_share_a_name():
+    """A stack trace's file name says which module it is, and so which layer."""
+    seen: dict[str, list[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            seen.setdefault(path.name, []).append(module_name(path))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
+def test_no_module_imports_another_modules_private_name():
+    """What one module uses of another is public: the seams between modules have names without underscores."""
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+                private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                if private:
+                    offenders.append((module_name(path), node.module, private))
+    assert offenders == []
+
+
+def design_tree() -> set[str]:
+    """The paths drawn in docs/DESIGN.md's package tree (between its tree markers)."""
+    text = (ROOT.parents[1] / "docs" / "DESIGN.md").read_text()
+    block = text.split("<!-- package tree -->", 1)[1].split("<!-- /package tree -->", 1)[0]
+    paths, stack = set(), []
+    for line in block.splitlines():
+        entry = line.split("#", 1)[0].rstrip()
+        if not entry.strip() or entry.strip().startswith("```"):
+            continue
+        depth = (len(entry) - len(entry.lstrip(" "))) // 4
+        name = entry.strip()
+        stack[depth:] = [name.rstrip("/")]
+        if depth == 0:  # the package folder itself
+            continue
+        paths.add("/".join(stack[1:]) + ("/" if name.endswith("/") else ""))
+    return paths
+
+
+def real_tree() -> set[str]:
+    paths = set()
+    for path in ROOT.rglob("*"):
+        relative = path.relative_to(ROOT).as_posix()
+        if "__pycache__" in relative or path.name in ("__init__.py", "__main__.py"):
+            continue
+        if path.is_dir():
+            paths.add(relative + "/")
+        elif path.suffix in (".py", ".cpp"):
+            paths.add(relative)
+    return paths
+
+
+def test_the_tree_in_the_design_is_the_real_tree():
+    drawn, real = design_tree(), real_tree()
+    assert {"calibration/", "calibration/kernel/fused_kernel.py", "qdrant/store.py"} <= real
+    assert sorted(real - drawn) == [], "in the package but not drawn in docs/DESIGN.md"
+    assert sorted(drawn - real) == [], "drawn in docs/DESIGN.md but not in the package"
 
 
 def test_importing_the_package_does_not_touch_the_matplotlib_backend():
     # read the raw rcParams entry: matplotlib.get_backend() would itself import pyplot and resolve a backend
     code = (
         "import matplotlib; raw = lambda: dict.__getitem__(matplotlib.rcParams, 'backend'); before = raw(); "
-        "import posfair_llamaindex, posfair_llamaindex.plots, posfair_llamaindex.eval.report, posfair_llamaindex.cli; "
+        "import posfair_llamaindex, posfair_llamaindex.eval.plots, posfair_llamaindex.eval.report; "
+        "import posfair_llamaindex.cli; "
         "import sys; assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'; "
         "assert raw() == before, (before, raw())"
     )
@@ -146,8 +259,39 @@ def test_public_api_is_what_all_lists():
     for name in posfair_llamaindex.__all__:
         assert hasattr(posfair_llamaindex, name), name
     assert "tagged_vector_store" in posfair_llamaindex.__all__
-    from posfair_llamaindex.attention import CalibrationPlan, posfair_attention  # noqa: F401
-    from posfair_llamaindex.calibration import RowLayout, calibrate_rows  # noqa: F401
+    from posfair_llamaindex.calibration.row_math import RowLayout, calibrate_rows  # noqa: F401
+    from posfair_llamaindex.model.attention import CalibrationPlan, posfair_attention  # noqa: F401
+
+
+def test_every_error_has_one_base_and_keeps_its_builtin_parent():
+    from posfair_llamaindex import errors
+
+    parents = {
+        "AuditCorpusError": ValueError,
+        "CollectionTagMismatchError": ValueError,
+        "IngestError": RuntimeError,
+        "KernelBuildError": RuntimeError,
+        "KernelLockTimeoutError": RuntimeError,
+        "MismatchedWeightsError": ValueError,
+        "QdrantUnavailableError": ConnectionError,
+        "UnsupportedModelError": ValueError,
+        "UpgradeIncompleteError": RuntimeError,
+        "UpgradeRefusedError": ValueError,
+    }
+    for name in errors.__all__:
+        cls = getattr(posfair_llamaindex, name)
+        assert issubclass(cls, errors.PosFairError) and name.endswith("Error"), name
+        if name in parents:
+            assert issubclass(cls, parents[name]), name
+    assert set(parents) | {"PosFairError", "CliError"} == set(errors.__all__)
+    classes = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and any(
+                getattr(base, "id", "").endswith(("Error", "Exception")) for base in node.bases
+            ):
+                classes.append((module_name(path), node.name))
+    assert {module for module, _ in classes} == {f"{PACKAGE}.errors"}, classes
 
 
 def reachable_from(graph: dict, module: str) -> set:
@@ -160,17 +304,20 @@ def reachable_from(graph: dict, module: str) -> set:
 
 
 def test_the_two_doors_into_attention_sit_side_by_side():
-    """The registered function and the interception share calibration.py's row math; neither knows the other,
-    loading, layer discovery or the encoder. Loading picks a door; the encoder only sees what loading chose."""
+    """The registered function and the interception share the row math; neither knows the other, loading,
+    layer discovery or the encoder. Loading picks a door; the encoder only sees what loading chose."""
     graph = import_graph()
-    attention, interception = f"{PACKAGE}.attention", f"{PACKAGE}.interception"
-    above = {f"{PACKAGE}.{m}" for m in ("loading", "layers", "encoder", "embedding", "interception")}
+    model = f"{PACKAGE}.model"
+    attention, interception = f"{model}.attention", f"{model}.interception"
+    loading, layers, encoder = f"{model}.loading", f"{model}.layers", f"{PACKAGE}.encoding.encoder"
+    above = {loading, layers, encoder, f"{PACKAGE}.embedding", interception}
     assert reachable_from(graph, attention).isdisjoint(above)
     assert reachable_from(graph, interception).isdisjoint(above - {interception})
-    assert f"{PACKAGE}.calibration" in graph[attention] and f"{PACKAGE}.calibration" in graph[interception]
-    assert {interception, f"{PACKAGE}.layers", attention} <= graph[f"{PACKAGE}.loading"]
-    assert f"{PACKAGE}.loading" in graph[f"{PACKAGE}.encoder"]
-    assert interception not in graph[f"{PACKAGE}.encoder"]
+    row_math = f"{PACKAGE}.calibration.row_math"
+    assert row_math in graph[attention] and row_math in graph[interception]
+    assert {interception, layers, attention} <= graph[loading]
+    assert loading in graph[encoder]
+    assert interception not in graph[encoder]
 
 
 def test_no_model_module_path_is_named():
@@ -182,3 +329,15 @@ def test_no_model_module_path_is_named():
             if needle in text:
                 offenders.append((module_name(path), needle))
     assert offenders == []
+
+
+def test_importing_the_package_leaves_the_environment_alone():
+    code = (
+        "import os; before = dict(os.environ); "
+        "import posfair_llamaindex, posfair_llamaindex.embedding, posfair_llamaindex.qdrant.store; "
+        "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)); "
+        "assert not changed, changed"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]

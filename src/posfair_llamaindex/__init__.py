@@ -10,40 +10,54 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from posfair_llamaindex import errors, moved
 from posfair_llamaindex.lazy import lazy_exports
 from posfair_llamaindex.version import __version__
 
+moved.install()  # old module paths keep working, with a DeprecationWarning, for one release
+
 _WHERE = {
-    "CalibrationConfig": "posfair_llamaindex.config",
-    "ChunkerConfig": "posfair_llamaindex.sea",
-    "CollectionTagMismatchError": "posfair_llamaindex.qdrant",
+    "CalibrationConfig": "posfair_llamaindex.calibration.config",
+    "ChunkerConfig": "posfair_llamaindex.encoding.sea",
     "PosFairEmbedding": "posfair_llamaindex.embedding",
-    "PosFairEncoder": "posfair_llamaindex.encoder",
+    "PosFairEncoder": "posfair_llamaindex.encoding.encoder",
     "PosFairQdrantVectorStore": "posfair_llamaindex.qdrant",
-    "QdrantUnavailableError": "posfair_llamaindex.qdrant",
     "RetryPolicy": "posfair_llamaindex.qdrant",
-    "UnsupportedModelError": "posfair_llamaindex.encoder",
-    "WindowConfig": "posfair_llamaindex.windows",
+    "WindowConfig": "posfair_llamaindex.encoding.windows",
     "atagged_vector_store": "posfair_llamaindex.qdrant",
     "tagged_vector_store": "posfair_llamaindex.qdrant",
 }
 
+_WHERE.update({name: "posfair_llamaindex.errors" for name in errors.__all__})
+
 __all__ = sorted([*_WHERE, "__version__"])
 
 if TYPE_CHECKING:  # what static tools see; at run time the names load lazily below
-    from posfair_llamaindex.config import CalibrationConfig
+    from posfair_llamaindex.calibration.config import CalibrationConfig
     from posfair_llamaindex.embedding import PosFairEmbedding
-    from posfair_llamaindex.encoder import PosFairEncoder, UnsupportedModelError
-    from posfair_llamaindex.qdrant import (
+    from posfair_llamaindex.encoding.encoder import PosFairEncoder
+    from posfair_llamaindex.encoding.sea import ChunkerConfig
+    from posfair_llamaindex.encoding.windows import WindowConfig
+    from posfair_llamaindex.errors import (
+        AuditCorpusError,
+        CliError,
         CollectionTagMismatchError,
-        PosFairQdrantVectorStore,
+        IngestError,
+        KernelBuildError,
+        KernelLockTimeoutError,
+        MismatchedWeightsError,
+        PosFairError,
         QdrantUnavailableError,
+        UnsupportedModelError,
+        UpgradeIncompleteError,
+        UpgradeRefusedError,
+    )
+    from posfair_llamaindex.qdrant import (
+        PosFairQdrantVectorStore,
         RetryPolicy,
         atagged_vector_store,
         tagged_vector_store,
     )
-    from posfair_llamaindex.sea import ChunkerConfig
-    from posfair_llamaindex.windows import WindowConfig
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -17,13 +17,16 @@ from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, Base
 from llama_index.core.callbacks import CallbackManager
 from pydantic import Field, PrivateAttr
 
-from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.encoder import PosFairEncoder, TokenizedTexts, check_texts
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.embedding_pickling import PicklesAsSettings
+from posfair_llamaindex.encoding.encoder import PosFairEncoder, TokenizedTexts, check_texts
+from posfair_llamaindex.encoding.load_settings import LoadSettings
+from posfair_llamaindex.encoding.sea import ChunkerConfig, SegmentEmbedAverage
+from posfair_llamaindex.encoding.windows import WindowConfig, WindowEmbedder
+from posfair_llamaindex.modes import DOCUMENT_KINDS, MODES_BY_NAME, DocumentMode, document_mode, fused_modes
 from posfair_llamaindex.options import DType, Fusion, LengthLimit, Mode, Pooling
-from posfair_llamaindex.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
 from posfair_llamaindex.version import __version__
-from posfair_llamaindex.windows import WindowConfig, WindowEmbedder
 
 
 def _share_llamaindex_tiktoken_cache() -> None:
@@ -44,21 +47,19 @@ def _share_llamaindex_tiktoken_cache() -> None:
         os.environ["TIKTOKEN_CACHE_DIR"] = cache
 
 
-_share_llamaindex_tiktoken_cache()
-
 # Dual mode's defaults per pooling, picked from SQuAD-LongPosQ and SciFact together (docs/RESULTS.md, dual
 # section): the strength of the calibrated vector and the rule that fuses its score with the plain one.
-# First and last: max at 1.0 (§8.2, the fairest and best HM, SciFact within noise); mean: max at 0.85 (§8.5).
+# First and last: max at 1.0 (§3.1, the fairest and best HM, SciFact within noise); mean: max at 0.85 (§3.4).
 DUAL_DEFAULTS: dict[str, dict[str, Any]] = {
     "first": {"strength": 1.0, "fusion": "max"},
     "last": {"strength": 1.0, "fusion": "max"},
     "mean": {"strength": 0.85, "fusion": "max"},
 }
-# Windows mode's rule for fusing the document vector(s) with the best window (docs/RESULTS.md, windows section)
+# Windows mode's rule for fusing the document vector(s) with the best window (docs/RESULTS.md §4)
 WINDOWS_FUSION = "max"
 
 
-class PosFairEmbedding(BaseEmbedding):
+class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
     """Position-fair document embeddings with plain queries, on any model either door reaches (DESIGN.md §2.4).
 
     Args:
@@ -131,27 +132,31 @@ class PosFairEmbedding(BaseEmbedding):
         encoder: Optional[PosFairEncoder] = None,
         **kwargs: Any,
     ) -> None:
+        # set here, not at import: importing the package leaves the environment alone, and a pipeline's workers
+        # start after the embedding they are handed was made
+        _share_llamaindex_tiktoken_cache()
         if isinstance(model_name, os.PathLike):
             model_name = os.fspath(model_name)
         if calibration is not None and not isinstance(calibration, CalibrationConfig):
             raise TypeError(f"calibration must be a CalibrationConfig, got {type(calibration).__name__}")
         if chunker is not None and not isinstance(chunker, ChunkerConfig):
             raise TypeError(f"chunker must be a ChunkerConfig, got {type(chunker).__name__}")
-        if chunker is not None and mode != "sea":
-            raise ValueError(f"chunker settings are only used by mode 'sea', not {mode!r}")
         if windows is not None and not isinstance(windows, WindowConfig):
             raise TypeError(f"windows must be a WindowConfig, got {type(windows).__name__}")
-        if windows is not None and mode != "windows":
-            raise ValueError(f"window settings are only used by mode 'windows', not {mode!r}")
-        if fusion is not None and mode not in ("dual", "windows"):
-            raise ValueError(f"fusion is only used by modes 'dual' and 'windows', not {mode!r}")
+        spec = document_mode(mode)
+        for setting, value in (("chunker", chunker), ("windows", windows)):
+            if value is not None and spec.settings != setting:
+                owner = next(m.name for m in MODES_BY_NAME.values() if m.settings == setting)
+                raise ValueError(f"{setting} settings are only used by mode {owner!r}, not {mode!r}")
+        if fusion is not None and not spec.fused:
+            raise ValueError(f"fusion is only used by modes {' and '.join(map(repr, fused_modes()))}, not {mode!r}")
         # validate the cheap settings before loading any weights
         super().__init__(
             model_name=model_name,
             calibration=calibration or CalibrationConfig(),
             mode=mode,
-            chunker=chunker if chunker is not None or mode != "sea" else ChunkerConfig(),
-            windows=windows if windows is not None or mode != "windows" else WindowConfig(),
+            chunker=chunker if chunker is not None or spec.settings != "chunker" else ChunkerConfig(),
+            windows=windows if windows is not None or spec.settings != "windows" else WindowConfig(),
             fusion=fusion,
             pooling=pooling,
             max_length=max_length,
@@ -166,14 +171,7 @@ class PosFairEmbedding(BaseEmbedding):
             **kwargs,
         )
         if encoder is None:
-            encoder = PosFairEncoder(
-                model_name,
-                pooling=pooling,
-                max_length=max_length,
-                device=device,
-                dtype=dtype,
-                trust_remote_code=trust_remote_code,
-            )
+            encoder = self.load_settings.encoder(model_name)
         elif (
             pooling is not None
             and encoder.pooling != pooling
@@ -185,21 +183,21 @@ class PosFairEmbedding(BaseEmbedding):
             defaults = DUAL_DEFAULTS[encoder.pooling]
             if calibration is None:
                 self.calibration = CalibrationConfig(strength=defaults["strength"])
-            if self.fusion is None and self.mode == "dual":
+            if self.fusion is None and not spec.windows:
                 self.fusion = defaults["fusion"]
             if self.calibration.is_plain:
                 raise ValueError(
                     f"mode {self.mode!r} with a dual document needs a calibrated half: strength 0 would store the "
                     "plain vector twice"
                 )
-        if self.mode == "windows" and self.fusion is None:
+        if spec.windows and self.fusion is None:
             self.fusion = WINDOWS_FUSION
         if self.calibrates:
             encoder.check_calibration(self.calibration)
         self._encoder = encoder
-        if self.mode == "sea":
+        if spec.settings == "chunker":
             self._sea = SegmentEmbedAverage(encoder, self.chunker)
-        if self.mode == "windows":
+        if spec.windows:
             self._windows = WindowEmbedder(encoder, self.windows)
         # record what was resolved, so the tag says what actually ran
         self.pooling = encoder.pooling
@@ -227,23 +225,40 @@ class PosFairEmbedding(BaseEmbedding):
         return self._encoder.dimension
 
     @property
+    def load_settings(self) -> LoadSettings:
+        """How this embedding's model is loaded and run, as the one value evaluation, audits and upgrades take."""
+        return LoadSettings(
+            pooling=self.pooling,
+            max_length=self.max_length,
+            device=self.device,
+            dtype=self.dtype,
+            trust_remote_code=self.trust_remote_code,
+            batch_size=self.embed_batch_size,
+        )
+
+    @property
+    def mode_spec(self) -> DocumentMode:
+        """What this mode stores and how its document embedding is laid out (:mod:`posfair_llamaindex.modes`)."""
+        return document_mode(self.mode)
+
+    @property
     def is_dual(self) -> bool:
         return self.mode == "dual"
 
     @property
     def document_kind(self) -> str:
-        """The vector(s) kept for a whole document: the mode itself, or in windows mode ``windows.document``."""
-        return self.windows.document if self.mode == "windows" else self.mode
+        """The vector(s) kept for a whole document: the mode's own, or in windows mode ``windows.document``."""
+        return self.mode_spec.document or self.windows.document
 
     @property
     def calibrates(self) -> bool:
         """Whether some document vector is calibrated (so ``calibration`` is part of what the vectors mean)."""
-        return self.document_kind in ("calibrated", "dual")
+        return DOCUMENT_KINDS[self.document_kind].calibrated
 
     @property
     def document_vectors(self) -> int:
         """How many whole-document vectors lead a document embedding (windows follow in windows mode)."""
-        return {"dual": 2, "none": 0}.get(self.document_kind, 1)
+        return DOCUMENT_KINDS[self.document_kind].count
 
     @property
     def document_dimension(self) -> int:
@@ -397,13 +412,7 @@ class PosFairEmbedding(BaseEmbedding):
         order = sorted(range(len(texts)), key=lambda i: -tokenized.lengths[i])
         return order, _BatchTokens(self, prompt, tokenized, {text: i for i, text in enumerate(texts)})
 
-    # ------------------------------------------------------------------ pickling: begin (issue 10, distributed/)
-    # A PosFairEmbedding crosses process boundaries (LlamaIndex's IngestionPipeline(num_workers=...), Ray
-    # actors) as its settings, never as its weights. The receiving process loads the encoder on first use,
-    # once, and refuses to embed when the model it finds gives another fingerprint than the sender's.
-    # LlamaIndex's own BaseComponent pickling would trial-pickle the whole model to find out that it cannot,
-    # drop it with a warning, and rebuild the embedding eagerly while the task is still being unpickled,
-    # where a failure kills the pool worker instead of reaching the caller.
+    # crossing a process boundary as settings, never as weights: embedding_pickling.py
     _unpickled: Optional[dict[str, Any]] = PrivateAttr(default=None)
 
     def constructor_settings(self) -> dict[str, Any]:
@@ -425,63 +434,6 @@ class PosFairEmbedding(BaseEmbedding):
             "dtype": self.dtype,
             "trust_remote_code": self.trust_remote_code,
         }
-
-    def __getstate__(self) -> dict[str, Any]:
-        from pydantic import BaseModel
-
-        private = object.__getattribute__(self, "__pydantic_private__") or {}
-        if private.get("_unpickled") is not None and "_encoder" not in private:
-            origin = private["_unpickled"]  # received and never used: passed on as received, nothing loads
-        else:
-            origin = {"fingerprint": self.fingerprint(), "padding_side": self._encoder.padding_side}
-        state = BaseModel.__getstate__(self)
-        # event handlers stay with the process that registered them
-        fields = {**state["__dict__"], "callback_manager": CallbackManager([])}
-        return {**state, "__dict__": fields, "__pydantic_private__": {"_unpickled": origin}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        from pydantic import BaseModel
-
-        BaseModel.__setstate__(self, state)  # fields only; the encoder loads on first use (_load_unpickled)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("_encoder", "_sea", "_windows"):
-            private = object.__getattribute__(self, "__pydantic_private__")
-            if private and name not in private and private.get("_unpickled") is not None:
-                self._load_unpickled()
-                return private[name]
-        return super().__getattr__(name)
-
-    def _load_unpickled(self) -> None:
-        private = object.__getattribute__(self, "__pydantic_private__")
-        origin = private["_unpickled"]
-        try:
-            encoder = PosFairEncoder(
-                self.model_name,
-                pooling=self.pooling,
-                max_length=self.max_length,
-                device=self.device,
-                dtype=self.dtype,
-                trust_remote_code=self.trust_remote_code,
-                padding_side=origin["padding_side"],
-            )
-            loaded = PosFairEmbedding(**self.constructor_settings(), encoder=encoder)
-        except Exception as error:
-            raise RuntimeError(
-                f"PosFairEmbedding could not load {self.model_name} in process {os.getpid()}, where it was sent "
-                f"pickled (a worker of IngestionPipeline(num_workers=...) or a Ray actor): "
-                f"{type(error).__name__}: {error}"
-            ) from error
-        if loaded.fingerprint() != origin["fingerprint"]:
-            raise ValueError(
-                f"PosFairEmbedding: {self.model_name} in process {os.getpid()} gives fingerprint "
-                f"{loaded.fingerprint()}, but the embedding was sent with fingerprint {origin['fingerprint']}: the "
-                "two processes see different weights or settings, so their vectors would not be comparable"
-            )
-        private["_encoder"], private["_sea"], private["_windows"] = loaded._encoder, loaded._sea, loaded._windows
-        private["_unpickled"] = None
-
-    # ------------------------------------------------------------------ pickling: end
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ PaddingSide = Literal["right", "left"]
 # max_seq_length, what SentenceTransformer.encode and LlamaIndex's HuggingFaceEmbedding truncate at) or the
 # most the model's positions allow
 LengthLimit = Literal["model_card", "positions"]
-# the audit's pseudo-query designs; drop-words first, the default (RESULTS.md §14)
+# the audit's pseudo-query designs; drop-words first, the default (RESULTS.md §6.1)
 AuditDesign = Literal["drop-words", "ict"]
 
 POOLINGS: tuple = get_args(Pooling)
@@ -37,9 +37,9 @@ WINDOW_SOURCES: tuple = get_args(WindowSource)
 PADDING_SIDES: tuple = get_args(PaddingSide)
 AUDIT_DESIGNS: tuple = get_args(AuditDesign)
 LENGTH_LIMITS: tuple = get_args(LengthLimit)
-# the limit when none is given (docs/RESULTS.md, "The token limit in force")
+# the limit when none is given (docs/RESULTS.md §5)
 DEFAULT_LENGTH_LIMIT: LengthLimit = "positions"
-# what windows mode keeps beside its windows when not told (docs/RESULTS.md §20.7: windows alone)
+# what windows mode keeps beside its windows when not told (docs/RESULTS.md §4.5: windows alone)
 DEFAULT_WINDOW_DOCUMENT: WindowDocument = "none"
 
 # SEA's chunk size when none is given: the paper's basket size, so SEA and calibration share a granularity

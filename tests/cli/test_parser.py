@@ -6,14 +6,14 @@ import argparse
 
 import pytest
 
+from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.cli import build_parser
-from posfair_llamaindex.cli.options import (
+from posfair_llamaindex.cli.arguments import (
     calibration_from_args,
     embedding_from_args,
     encoder_options_given,
     layers_value,
 )
-from posfair_llamaindex.config import CalibrationConfig
 from posfair_llamaindex.options import CHUNKERS, DTYPES, MODES, POOLINGS, VARIANTS
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.eval.audit import audit_configs, audit_markdown, audit_texts, chart_rows, recommend
 from posfair_llamaindex.eval.runner import EvalConfig
-from posfair_llamaindex.windows import WindowConfig
 from tests.eval.test_pseudo_queries import corpus
 
 

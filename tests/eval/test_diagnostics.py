@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.encoder import PosFairEncoder
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.encoding.encoder import PosFairEncoder
 from posfair_llamaindex.eval.diagnostics import diagnose, profile_summary, segment_profile, self_mass_per_layer
 from tests.utils import minilm_path, sample_texts
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posfair_llamaindex import plots
-from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.eval import data
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.eval import benchmark_data as data
+from posfair_llamaindex.eval import plots
 from posfair_llamaindex.eval.fusion import fuse, matched_to, per_document_choice, ranks
 from posfair_llamaindex.eval.runner import EvalConfig, evaluate
 from posfair_llamaindex.eval.sweeps import dual_configs, tradeoff_findings, tradeoff_markdown, tradeoff_rows

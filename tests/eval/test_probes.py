@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posfair_llamaindex.encoder import PosFairEncoder
-from posfair_llamaindex.eval.data import heldout_article_indices, squad_longposq
+from posfair_llamaindex.encoding.encoder import PosFairEncoder
+from posfair_llamaindex.eval.benchmark_data import heldout_article_indices, squad_longposq
 from posfair_llamaindex.eval.probes import (
     MovingSet,
     dump_effect,
@@ -15,7 +15,7 @@ from posfair_llamaindex.eval.probes import (
     moving_summary,
     squad_moving_sets,
 )
-from posfair_llamaindex.train.data import heldout_split
+from posfair_llamaindex.train.training_pairs import heldout_split
 from tests.train import write_fake_squad
 from tests.utils import minilm_path
 
@@ -54,7 +54,7 @@ def test_moving_sets_use_heldout_articles_and_leave_the_answer_out_of_fillers(sq
 
 
 def test_evidence_moving_cosine_and_its_summary(squad_dir, encoder):
-    from posfair_llamaindex.config import CalibrationConfig
+    from posfair_llamaindex.calibration.config import CalibrationConfig
 
     sets = squad_moving_sets(squad_dir, encoder.tokenizer, count=3, token_budget=200)
     plain = evidence_moving_cosine(encoder, sets, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from posfair_llamaindex.eval.data import GROUPS
+from posfair_llamaindex.eval.benchmark_data import GROUPS
 from posfair_llamaindex.eval.pseudo_queries import (
     MIN_QUERY_WORDS,
     AuditCorpusError,

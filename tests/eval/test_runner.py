@@ -12,13 +12,13 @@ import math
 import numpy as np
 import pytest
 
-from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.eval import data
-from posfair_llamaindex.eval.data import Benchmark, Query, RetrievalTask
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.encoding.sea import ChunkerConfig
+from posfair_llamaindex.eval import benchmark_data as data
+from posfair_llamaindex.eval.benchmark_data import Benchmark, Query, RetrievalTask
 from posfair_llamaindex.eval.report import to_json, to_markdown, write_report
 from posfair_llamaindex.eval.runner import ConfigResult, EvalConfig, EvalRun, evaluate
 from posfair_llamaindex.eval.sweeps import findings, grid_configs, grid_markdown, strength_configs
-from posfair_llamaindex.sea import ChunkerConfig
 from tests.utils import HAS_SQUAD, NO_SHARED_DATA, SHARED_DATA, minilm_path
 
 real_data = pytest.mark.skipif(not HAS_SQUAD, reason=NO_SHARED_DATA)

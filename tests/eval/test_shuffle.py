@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from posfair_llamaindex.cli import main
-from posfair_llamaindex.eval import data
-from posfair_llamaindex.eval.data import Benchmark, Query, RetrievalTask
+from posfair_llamaindex.eval import benchmark_data as data
+from posfair_llamaindex.eval.benchmark_data import Benchmark, Query, RetrievalTask
 from posfair_llamaindex.eval.runner import ConfigResult, EvalConfig, EvalRun
 from posfair_llamaindex.eval.sentences import shuffled, split_sentences
 from posfair_llamaindex.eval.shuffle import loss_markdown, loss_report, loss_rows, shuffle_sentences, smallest_loss
@@ -185,7 +185,7 @@ def test_eval_shuffle_sentences_command(capsys, tmp_path, fake_data):
 
 
 def test_chart_has_a_group_per_benchmark(tmp_path):
-    from posfair_llamaindex import plots
+    from posfair_llamaindex.eval import plots
 
     ordered, after = runs()
     rows = loss_rows(ordered, after, samples=20)

@@ -26,8 +26,8 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.encoder import PosFairEncoder
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.encoding.encoder import PosFairEncoder
 from tests.utils import give_reference_helpers, minilm_path, sample_texts, torch_reference_vectors, write_st_pooling
 
 PUBLISHED = os.environ.get("POSFAIR_PUBLISHED_CODE")
@@ -236,7 +236,7 @@ def test_the_published_code_calibrates_exactly(encoders, references, kind, pooli
 
 
 def test_the_repairs_are_the_ones_the_published_files_need(folders, caplog, monkeypatch):
-    from posfair_llamaindex import remote_code
+    from posfair_llamaindex.model import remote_code
 
     monkeypatch.setattr(remote_code, "_ANNOUNCED", set())  # said once per process: as in a fresh one
     with caplog.at_level(logging.INFO):
@@ -252,7 +252,7 @@ def test_the_repairs_are_the_ones_the_published_files_need(folders, caplog, monk
 
 
 def test_nomic_runs_in_the_dtype_asked_for_though_it_reads_torch_dtype(folders, caplog):
-    with caplog.at_level(logging.WARNING, logger="posfair_llamaindex.loading"):
+    with caplog.at_level(logging.WARNING, logger="posfair_llamaindex.model.loading"):
         encoder = PosFairEncoder(folders["nomic"], dtype="bfloat16", trust_remote_code=True)
     assert {p.dtype for p in encoder.model.parameters()} == {torch.bfloat16}
     assert any("reads another keyword" in r.getMessage() for r in caplog.records)

@@ -14,7 +14,8 @@ from typing import Any, Optional, Union
 import qdrant_edge as edge
 from qdrant_client.http import models as rest
 
-from posfair_llamaindex.qdrant.layout import DUAL_VECTORS, VectorLayout, dense_vector
+from posfair_llamaindex.modes import DUAL_VECTORS
+from posfair_llamaindex.qdrant.vector_layout import VectorLayout, dense_vector
 
 DISTANCES = {
     rest.Distance.COSINE: edge.Distance.Cosine,

@@ -16,11 +16,11 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 from qdrant_client import QdrantClient
 
 from posfair_llamaindex import PosFairEmbedding
+from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.options import RRF_K
 from posfair_llamaindex.qdrant import point_id, tagged_vector_store
-from posfair_llamaindex.qdrant.layout import layout_for
 from posfair_llamaindex.qdrant.store import MISSING_SCORE, PosFairQdrantVectorStore
-from posfair_llamaindex.windows import WindowConfig
+from posfair_llamaindex.qdrant.vector_layout import layout_for
 from tests.qdrant.conftest import make_nodes, unit_vector
 
 edge = pytest.importorskip("qdrant_edge", reason="qdrant-edge-py is in the dev extra")
@@ -120,7 +120,7 @@ def test_search_params_travel_to_both_prefetches(world):
     assert [p.params.hnsw_ef for p in request["prefetch"]] == [321, 321]
     assert translate.translate(request).prefetches[0].params.hnsw_ef == 321
     assert [p.limit for p in store._fused_request(query, {"max_candidates": 7})["prefetch"]] == [7, 7]
-    # the default for max: max(2k, 100) per vector (RESULTS.md, "HNSW recall of the fused max query")
+    # the default for max: max(2k, 100) per vector (RESULTS.md §9.2)
     assert [p.limit for p in request["prefetch"]] == [100, 100]
     wide = VectorStoreQuery(query_embedding=[1.0] * DIM, similarity_top_k=80)
     assert [p.limit for p in store._fused_request(wide, {})["prefetch"]] == [160, 160]

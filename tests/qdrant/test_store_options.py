@@ -17,9 +17,9 @@ from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import QdrantClient
 from qdrant_client.http import models as rest
 
+from posfair_llamaindex.modes import DUAL_VECTORS
 from posfair_llamaindex.qdrant import CollectionTagMismatchError, atagged_vector_store, tagged_vector_store
 from posfair_llamaindex.qdrant.collection import METADATA_KEY
-from posfair_llamaindex.qdrant.layout import DUAL_VECTORS
 from posfair_llamaindex.qdrant.store_options import POSFAIR_OPTIONS, UPSTREAM_OPTIONS
 from tests.qdrant.conftest import sparse_encode
 from tests.qdrant.recording import AsyncRecordingClient, RecordingClient

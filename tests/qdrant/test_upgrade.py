@@ -16,15 +16,15 @@ from qdrant_client import QdrantClient
 
 from posfair_llamaindex import CalibrationConfig, PosFairEmbedding
 from posfair_llamaindex.cli import main
+from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
-from posfair_llamaindex.upgrade import (
-    UpgradeIncomplete,
-    UpgradeRefused,
+from posfair_llamaindex.qdrant.upgrade import (
+    UpgradeIncompleteError,
+    UpgradeRefusedError,
     UpgradeSettings,
     computed_part,
     upgrade_collection,
 )
-from posfair_llamaindex.windows import WindowConfig
 from tests.utils import sample_texts
 
 NODES = 34
@@ -225,19 +225,23 @@ def test_a_killed_upgrade_resumes_without_encoding_again(tiny_client, tiny_dual,
 def test_a_mismatched_pooling_is_refused_by_name_before_anything_is_written(tiny_client, tiny_plain):
     client = tiny_client
     mean_dual = PosFairEmbedding(tiny_plain.model_name, mode="dual", pooling="mean", device="cpu")
-    with pytest.raises(UpgradeRefused, match="pooling: the stored vectors match pooling 'first'.*Nothing was written"):
+    with pytest.raises(
+        UpgradeRefusedError, match="pooling: the stored vectors match pooling 'first'.*Nothing was written"
+    ):
         upgrade_collection(client, mean_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
     assert not client.collection_exists("new")
 
 
 def test_another_model_is_refused_before_anything_is_written(minilm_client, tiny_client, tiny_plain, minilm_plain):
     tiny = PosFairEmbedding(tiny_plain.model_name, mode="calibrated", encoder=tiny_plain.encoder)
-    with pytest.raises(UpgradeRefused, match="384-dimensional.*64-dimensional.*settings that differ: model"):
+    with pytest.raises(UpgradeRefusedError, match="384-dimensional.*64-dimensional.*settings that differ: model"):
         upgrade_collection(minilm_client, tiny, UpgradeSettings(source="old", target="new"), show_progress=False)
     assert not minilm_client.collection_exists("new")
     # the same dimension, other weights: the tiny model with other random weights
     other = PosFairEmbedding(_other_tiny(tiny_plain), mode="calibrated", device="cpu")
-    with pytest.raises(UpgradeRefused, match="model or encoding: no pooling of .*, token limit .* reproduces them"):
+    with pytest.raises(
+        UpgradeRefusedError, match="model or encoding: no pooling of .*, token limit .* reproduces them"
+    ):
         upgrade_collection(tiny_client, other, UpgradeSettings(source="old", target="new"), show_progress=False)
     assert not tiny_client.collection_exists("new")
 
@@ -308,7 +312,7 @@ def test_the_cli_upgrades_into_windows_mode_keeping_the_stored_vector_unless_tol
 
 def test_upgrade_on_a_server(tiny_plain, tiny_dual, nodes):
     """Against the stub server (Qdrant's REST API, no random sampling: the check falls back to every n-th point)."""
-    from tests.distributed.qdrant_stub import QdrantStub
+    from tests.jobs.distributed.qdrant_stub import QdrantStub
 
     with QdrantStub() as stub:
         client = QdrantClient(url=stub.url)
@@ -392,7 +396,7 @@ def test_writers_that_never_stop_leave_the_source_in_place_and_the_missing_point
         r"1 point\(s\) of 'old' are not in 'new' \(e\.g\. 00000000-0000-4000-8000-000000000904\)\..*"
         r"2 catch-up pass\(es\)\. 'old' was not deleted"
     )
-    with pytest.raises(UpgradeIncomplete, match=message):
+    with pytest.raises(UpgradeIncompleteError, match=message):
         upgrade_collection(client, tiny_dual, settings, show_progress=False, encode=encode)
     assert client.collection_exists("old") and client.count("old").count == NODES + 5
     assert client.count("new").count == NODES + 4
@@ -449,7 +453,7 @@ def test_a_target_holding_points_that_are_not_the_sources_is_refused(tiny_client
         r"the target 'new' holds 3 point\(s\) that 'old' does not \(e\.g\. 00000000-0000-4000-9000-000000000000, .*"
         r"Nothing was written\. Upgrade into another collection \(`posfair upgrade --into NAME`"
     )
-    with pytest.raises(UpgradeRefused, match=message):
+    with pytest.raises(UpgradeRefusedError, match=message):
         upgrade_collection(client, tiny_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
     assert client.count("new").count == 3
     # one stranger among the points of an earlier run of this very upgrade is refused as well
@@ -457,7 +461,7 @@ def test_a_target_holding_points_that_are_not_the_sources_is_refused(tiny_client
     tagged_vector_store(client, "new", tiny_dual).add(
         [TextNode(id_=n.node_id, text=n.text, embedding=[0.1] * 128) for n in nodes[:5]]
     )
-    with pytest.raises(UpgradeRefused, match=r"holds 1 point\(s\) that 'old' does not"):
+    with pytest.raises(UpgradeRefusedError, match=r"holds 1 point\(s\) that 'old' does not"):
         upgrade_collection(client, tiny_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
     assert client.count("new").count == 6
 
@@ -469,7 +473,7 @@ def test_a_target_made_for_other_settings_is_refused_with_advice_that_upgrade_ca
         tiny_plain.model_name, mode="dual", calibration=CalibrationConfig(basket_size=16), encoder=tiny_plain.encoder
     )
     tagged_vector_store(tiny_client, "new", other)
-    with pytest.raises(UpgradeRefused) as refused:
+    with pytest.raises(UpgradeRefusedError) as refused:
         upgrade_collection(tiny_client, tiny_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
     message = str(refused.value)
     assert "the target 'new' already exists and was not made for this embedding (calibration: it holds" in message
@@ -484,7 +488,7 @@ def test_a_node_without_text_is_named_instead_of_another_model(minilm_client, mi
     content = json.loads(client.retrieve("old", ids=[emptied], with_payload=True)[0].payload["_node_content"])
     content["text"] = ""
     client.set_payload("old", payload={"_node_content": json.dumps(content)}, points=[emptied])
-    with pytest.raises(UpgradeRefused) as refused:
+    with pytest.raises(UpgradeRefusedError) as refused:
         upgrade_collection(
             client, minilm_dual, UpgradeSettings(source="old", target="new", sample=NODES), show_progress=False
         )
@@ -499,7 +503,7 @@ def test_a_reduced_precision_is_named_as_the_difference(tiny_client, tiny_plain)
     bf16 = PosFairEmbedding(tiny_plain.model_name, mode="dual", calibration=CALIBRATION, dtype="bfloat16", device="cpu")
     settings = UpgradeSettings(source="old", target="new", min_cosine=0.99999)
     message = r"dtype: the stored vectors match float32 .*this embedding runs in bfloat16.*pass --dtype float32"
-    with pytest.raises(UpgradeRefused, match=message):
+    with pytest.raises(UpgradeRefusedError, match=message):
         upgrade_collection(tiny_client, bf16, settings, show_progress=False)
     assert not tiny_client.collection_exists("new")
 
@@ -518,7 +522,7 @@ def test_the_token_limit_that_reproduces_the_stored_vectors_is_named_and_then_up
         r"max_length: the stored vectors match max_length 256 \(the model card's limit, max_seq_length in "
         r"sentence_bert_config\.json, --max-length model_card\); this embedding uses 512: pass --max-length 256"
     )
-    with pytest.raises(UpgradeRefused, match=message):
+    with pytest.raises(UpgradeRefusedError, match=message):
         upgrade_collection(client, at_512, UpgradeSettings(source="old", target="new"), show_progress=False)
     assert not client.collection_exists("new")
     dual_256 = PosFairEmbedding(minilm, mode="dual", calibration=CALIBRATION, encoder=at_256.encoder)

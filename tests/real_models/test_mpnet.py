@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from posfair_llamaindex import CalibrationConfig, PosFairEmbedding
-from posfair_llamaindex.encoder import PosFairEncoder
+from posfair_llamaindex.encoding.encoder import PosFairEncoder
 from tests.utils import sample_texts, torch_reference_vectors
 
 CACHE = Path(os.environ.get("POSFAIR_MODEL_CACHE", Path.home() / ".cache" / "posfair-models"))
@@ -104,7 +104,7 @@ def test_calibrated_and_dual_vectors_are_the_float64_reference(sentence_transfor
 
 
 def test_sea_averages_sentence_transformers_chunk_vectors(sentence_transformer, encoders):
-    from posfair_llamaindex.sea import ChunkerConfig
+    from posfair_llamaindex.encoding.sea import ChunkerConfig
 
     embedding = PosFairEmbedding(
         str(MPNET), mode="sea", chunker=ChunkerConfig(kind="token", chunk_size=96), encoder=encoders("mean")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from posfair_llamaindex import CalibrationConfig, PosFairEmbedding
-from posfair_llamaindex.config import CalibrationConfig as Config
-from posfair_llamaindex.prompts import prompt_span
+from posfair_llamaindex.calibration.config import CalibrationConfig as Config
+from posfair_llamaindex.model.prompts import prompt_span
 from posfair_llamaindex.train.finetune import FinetuneConfig, finetune
 from tests.train import write_fake_squad
 from tests.utils import sample_texts, save_tiny_model

@@ -8,8 +8,17 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from posfair_llamaindex.cli import audit, kernel, research, store, train, upgrade
-from posfair_llamaindex.cli.options import CliError
+from posfair_llamaindex.cli import (
+    audit_command,
+    diagnose_command,
+    eval_command,
+    finetune_command,
+    kernel_command,
+    store_commands,
+    sweep_command,
+    upgrade_command,
+)
+from posfair_llamaindex.cli.arguments import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
 
@@ -25,12 +34,14 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="posfair", description="Position-fair dense retrieval on Qdrant.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    store.register(commands)
-    research.register(commands)
-    train.register(commands)
-    upgrade.register(commands)
-    audit.register(commands)
-    kernel.register(commands)
+    store_commands.register(commands)
+    eval_command.register(commands)
+    sweep_command.register(commands)
+    diagnose_command.register(commands)
+    finetune_command.register(commands)
+    upgrade_command.register(commands)
+    audit_command.register(commands)
+    kernel_command.register(commands)
     return parser
 
 

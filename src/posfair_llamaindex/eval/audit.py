@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.embedding import DUAL_DEFAULTS
-from posfair_llamaindex.encoder import PosFairEncoder
-from posfair_llamaindex.eval.data import Benchmark
+from posfair_llamaindex.encoding.encoder import PosFairEncoder
+from posfair_llamaindex.encoding.load_settings import DEFAULT_LOAD, LoadSettings
+from posfair_llamaindex.encoding.windows import WindowConfig
+from posfair_llamaindex.eval.benchmark_data import Benchmark
 from posfair_llamaindex.eval.metrics import paired_summary_difference
 from posfair_llamaindex.eval.pseudo_queries import DESIGNS, CorpusScreen, pseudo_query_benchmark
 from posfair_llamaindex.eval.runner import EvalConfig, EvalRun, evaluate
 from posfair_llamaindex.options import AUDIT_STRENGTHS
-from posfair_llamaindex.windows import WindowConfig
 
 
 @dataclass
@@ -78,12 +79,7 @@ def audit_texts(
     design: str = DESIGNS[0],
     max_documents: int = 300,
     seed: int = 0,
-    pooling: Optional[str] = None,
-    max_length: Optional[int] = None,
-    batch_size: int = 16,
-    device: Optional[str] = None,
-    dtype: Optional[str] = None,
-    trust_remote_code: bool = False,
+    load: LoadSettings = DEFAULT_LOAD,
     cache_dir: Optional[Path] = None,
     bootstrap_samples: int = 1000,
     show_progress: bool = True,
@@ -93,17 +89,12 @@ def audit_texts(
 ) -> AuditReport:
     """Audit documents (id -> text) under ``configs`` (default: :func:`audit_configs`); see :class:`AuditReport`.
 
-    ``encoder`` is a model already loaded with ``pooling`` (the CLI has one from splitting files into nodes).
+    ``load`` says how the model runs; ``encoder`` is a model already loaded under it (the CLI has one from
+    splitting files into nodes).
     """
+    pooling = load.pooling
     if encoder is None:
-        encoder = PosFairEncoder(
-            model,
-            pooling=pooling,
-            max_length=max_length,
-            device=device,
-            dtype=dtype,
-            trust_remote_code=trust_remote_code,
-        )
+        encoder = load.encoder(model)
     base = calibration or CalibrationConfig()
     if configs is None:
         configs = audit_configs(pooling, encoder.pooling, base, strengths, dual, windows)
@@ -124,11 +115,7 @@ def audit_texts(
         benchmark,
         configs,
         model=model,
-        max_length=max_length,
-        batch_size=batch_size,
-        device=device,
-        dtype=dtype,
-        trust_remote_code=trust_remote_code,
+        load=load,
         cache_dir=cache_dir,
         bootstrap_samples=bootstrap_samples,
         show_progress=show_progress,

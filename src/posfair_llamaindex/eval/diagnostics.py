@@ -16,10 +16,10 @@ from typing import Optional
 import numpy as np
 import torch
 
-from posfair_llamaindex import plots
-from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.encoder import PosFairEncoder, check_texts
-from posfair_llamaindex.pooling import pooling_positions
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.encoding.encoder import PosFairEncoder, check_texts
+from posfair_llamaindex.eval import plots
+from posfair_llamaindex.model.pooling import pooling_positions
 
 
 def self_mass_per_layer(

@@ -20,10 +20,10 @@ from typing import Optional
 import numpy as np
 import torch
 
-from posfair_llamaindex.config import CalibrationConfig
-from posfair_llamaindex.encoder import PosFairEncoder
-from posfair_llamaindex.eval.data import SEPARATOR, squad_articles
-from posfair_llamaindex.prompts import dump_token_ids
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.encoding.encoder import PosFairEncoder
+from posfair_llamaindex.eval.benchmark_data import SEPARATOR, squad_articles
+from posfair_llamaindex.model.prompts import dump_token_ids
 
 SLOTS = 10
 # short English function words: the "low-information" tokens of the [DUMP] paper's analysis

@@ -10,7 +10,7 @@ the sentence's midpoint) becomes a query whose relevant document is its source. 
   sentence: documents differ only in where the cut was, as in the rotated benchmarks. What the query asks
   about is gone from the document, so the document can match only through its context.
 
-The result is a :class:`~posfair_llamaindex.eval.data.Benchmark`, so the labelled benchmarks' runner,
+The result is a :class:`~posfair_llamaindex.eval.benchmark_data.Benchmark`, so the labelled benchmarks' runner,
 metrics and reports apply unchanged.
 """
 
@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from posfair_llamaindex.eval.data import GROUPS, Benchmark, Query, RetrievalTask, group_at
+from posfair_llamaindex.errors import AuditCorpusError
+from posfair_llamaindex.eval.benchmark_data import GROUPS, Benchmark, Query, RetrievalTask, group_at
 from posfair_llamaindex.eval.sentences import Sentence, split_sentences, without
 from posfair_llamaindex.options import AUDIT_DESIGNS
 
@@ -31,10 +32,6 @@ DESIGNS = AUDIT_DESIGNS
 MIN_QUERY_WORDS = 6
 # with fewer candidates than this, a top-10 ranking says little: the audit refuses instead of guessing
 MIN_DOCUMENTS = 20
-
-
-class AuditCorpusError(ValueError):
-    """The corpus cannot be audited: too few documents, or too few long enough to span two baskets."""
 
 
 @dataclass

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from posfair_llamaindex import plots
+from posfair_llamaindex.eval import plots
 from posfair_llamaindex.eval.runner import EvalRun
 
 

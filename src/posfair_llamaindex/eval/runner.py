@@ -18,16 +18,18 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.embedding import PosFairEmbedding
-from posfair_llamaindex.encoder import PosFairEncoder
-from posfair_llamaindex.eval.data import Benchmark, RetrievalTask
+from posfair_llamaindex.encoding.encoder import PosFairEncoder
+from posfair_llamaindex.encoding.load_settings import DEFAULT_LOAD, LoadSettings
+from posfair_llamaindex.encoding.sea import ChunkerConfig
+from posfair_llamaindex.encoding.windows import WindowConfig
+from posfair_llamaindex.eval.benchmark_data import Benchmark, RetrievalTask
 from posfair_llamaindex.eval.fusion import fuse, per_document_choice
 from posfair_llamaindex.eval.metrics import bootstrap, ndcg_at_k, paired_difference, recall_at_k
-from posfair_llamaindex.eval.windows import max_sim, window_vectors
+from posfair_llamaindex.eval.window_vectors import max_sim, window_vectors
+from posfair_llamaindex.modes import DOCUMENT_KINDS, PLAIN_VECTOR, document_mode, fused_modes
 from posfair_llamaindex.options import FUSIONS, WINDOW_SOURCES
-from posfair_llamaindex.sea import ChunkerConfig
-from posfair_llamaindex.windows import WindowConfig
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,13 @@ class EvalConfig:
     window_source: str = "windows"
 
     def __post_init__(self) -> None:
-        if (self.mode in ("dual", "windows")) != (self.fusion is not None):
-            raise ValueError(f"{self.name}: a fusion rule goes with modes 'dual' and 'windows' and only with them")
+        mode = document_mode(self.mode)
+        if mode.fused != (self.fusion is not None):
+            fused = " and ".join(repr(name) for name in fused_modes())
+            raise ValueError(f"{self.name}: a fusion rule goes with modes {fused} and only with them")
         if self.more_calibrations and self.mode != "dual":
             raise ValueError(f"{self.name}: more calibrated vectors need mode 'dual'")
-        if (self.mode == "windows") != (self.windows is not None):
+        if mode.windows != (self.windows is not None):
             raise ValueError(f"{self.name}: window settings go with mode 'windows' and only with it")
         if self.window_source not in WINDOW_SOURCES:
             raise ValueError(f"{self.name}: window source must be one of {WINDOW_SOURCES}, got {self.window_source!r}")
@@ -61,9 +65,7 @@ class EvalConfig:
     @property
     def calibrates(self) -> bool:
         """Whether ``calibration`` shapes some of this config's vectors."""
-        if self.mode == "windows":
-            return self.windows.calibrated
-        return self.mode in ("calibrated", "dual")
+        return document_mode(self.mode).document_kind(self.windows and self.windows.document).calibrated
 
     @classmethod
     def plain(cls, pooling: Optional[str] = None, name: str = "plain") -> EvalConfig:
@@ -101,11 +103,7 @@ def evaluate(
     configs: Sequence[EvalConfig],
     *,
     model: str,
-    max_length: Optional[int] = None,
-    batch_size: int = 16,
-    device: Optional[str] = None,
-    dtype: Optional[str] = None,
-    trust_remote_code: bool = False,
+    load: LoadSettings = DEFAULT_LOAD,
     cache_dir: Optional[Path] = None,
     bootstrap_samples: int = 1000,
     show_progress: bool = True,
@@ -114,9 +112,11 @@ def evaluate(
 ) -> EvalRun:
     """Embed the benchmark's documents under every config and score every query; see :class:`EvalRun`.
 
-    ``encoders`` are models the caller already loaded, keyed by the configurations' ``pooling`` (None: the
-    model's own), so that they are not loaded again.
+    ``load`` says how the model runs (its ``pooling`` is each configuration's own). ``encoders`` are models the
+    caller already loaded, keyed by the configurations' ``pooling`` (None: the model's own), so that they are not
+    loaded again.
     """
+    batch_size = load.batch_size
     if not configs:
         raise ValueError("give at least one configuration")
     names = [c.name for c in configs]
@@ -129,14 +129,7 @@ def evaluate(
     results = []
     for config in tqdm(configs, desc="configurations", disable=not show_progress):
         if config.pooling not in encoders:
-            encoders[config.pooling] = PosFairEncoder(
-                model,
-                pooling=config.pooling,
-                max_length=max_length,
-                device=device,
-                dtype=dtype,
-                trust_remote_code=trust_remote_code,
-            )
+            encoders[config.pooling] = load.with_pooling(config.pooling).encoder(model)
         encoder = encoders[config.pooling]
         embedding = PosFairEmbedding(
             model,
@@ -272,15 +265,15 @@ def _vector_sets(config: EvalConfig, embedding: PosFairEmbedding, encoder: PosFa
     fusion rules and with the single-vector configurations of the same run. A windows config is scored from
     its document member(s) and its window vectors (MaxSim), shared likewise between configs.
     """
-    if config.mode not in ("dual", "windows"):
+    if not document_mode(config.mode).fused:
         return [embedding]
-    kind = embedding.document_kind
+    kind = DOCUMENT_KINDS[embedding.document_kind]
     members: list = []
-    if kind in ("plain", "dual"):
+    if PLAIN_VECTOR in kind.vectors:
         members.append(
             PosFairEmbedding(embedding.model_name, mode="plain", encoder=encoder, embed_batch_size=batch_size)
         )
-    if kind in ("calibrated", "dual"):
+    if kind.calibrated:
         for calibration in (config.calibration, *config.more_calibrations):
             members.append(
                 PosFairEmbedding(

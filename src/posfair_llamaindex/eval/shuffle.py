@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from posfair_llamaindex.eval.data import Benchmark, RetrievalTask
+from posfair_llamaindex.eval.benchmark_data import Benchmark, RetrievalTask
 from posfair_llamaindex.eval.metrics import paired_difference
 from posfair_llamaindex.eval.runner import ConfigResult, EvalRun
 from posfair_llamaindex.eval.sentences import shuffled, split_sentences

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from posfair_llamaindex.config import CalibrationConfig
+from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.eval.grids import GRID_BASKETS, GRID_LAYERS, STRENGTHS
 from posfair_llamaindex.eval.runner import ConfigResult, EvalConfig, EvalRun
 from posfair_llamaindex.options import VARIANTS

@@ -6,7 +6,6 @@ existing collection whose tag differs is refused before anything is written.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Optional
@@ -15,14 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models as rest
 
-from posfair_llamaindex.qdrant.layout import (
-    SparseVector,
-    VectorLayout,
-    describe_sparse,
-    describe_vectors,
-    layout_for,
-    mode_vectors,
-)
+from posfair_llamaindex.errors import CollectionTagMismatchError
 from posfair_llamaindex.qdrant.retry import (
     DEFAULT_RETRY,
     RetryPolicy,
@@ -32,6 +24,14 @@ from posfair_llamaindex.qdrant.retry import (
     with_retries,
 )
 from posfair_llamaindex.qdrant.store_options import CollectionOptions, resolve_options
+from posfair_llamaindex.qdrant.vector_layout import (
+    SparseVector,
+    VectorLayout,
+    describe_sparse,
+    describe_vectors,
+    layout_for,
+    mode_vectors,
+)
 from posfair_llamaindex.tag import comparable_tag
 
 # LlamaIndex's payload key of a node's source document (llama_index.vector_stores.qdrant.base.DOCUMENT_ID_KEY)
@@ -46,25 +46,6 @@ METADATA_KEY = "posfair"
 
 # one client call of the create-or-check procedure: (method name, positional args, keyword args)
 Step = tuple[str, tuple, dict[str, Any]]
-
-
-class CollectionTagMismatchError(ValueError):
-    """The collection holds vectors from a different encoder or calibration config."""
-
-    def __init__(self, collection: str, stored: Optional[dict[str, Any]], requested: dict[str, Any]) -> None:
-        self.collection, self.stored, self.requested = collection, stored, requested
-        if stored is None:
-            reason = "it has no posfair tag, so the origin of its vectors is unknown"
-        else:
-            keys = sorted(set(comparable_tag(stored)) | set(comparable_tag(requested)))
-            differing = [k for k in keys if stored.get(k) != requested.get(k)]
-            reason = "; ".join(f"{k}: stored {stored.get(k)!r} != requested {requested.get(k)!r}" for k in differing)
-        super().__init__(
-            f"Qdrant collection {collection!r} was not embedded with this configuration ({reason}). Nothing was "
-            f"written. Stored tag: {json.dumps(stored, sort_keys=True)}. Requested tag: "
-            f"{json.dumps(requested, sort_keys=True)}. Use another collection, or recreate=True "
-            "(CLI: --recreate) to delete it and start again."
-        )
 
 
 class CollectionSpec(BaseModel):

@@ -15,13 +15,11 @@ from typing import Any, Optional, TypeVar
 
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from posfair_llamaindex.errors import QdrantUnavailableError
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-class QdrantUnavailableError(ConnectionError):
-    """Qdrant did not answer, or kept answering "not now", after the allowed retries."""
 
 
 @dataclass(frozen=True)

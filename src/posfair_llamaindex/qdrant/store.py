@@ -27,6 +27,7 @@ from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models as rest
 
 from posfair_llamaindex.embedding import PosFairEmbedding
+from posfair_llamaindex.modes import DUAL_VECTORS
 from posfair_llamaindex.options import FUSIONS, RRF_K
 from posfair_llamaindex.qdrant.collection import (
     CollectionSpec,
@@ -35,11 +36,18 @@ from posfair_llamaindex.qdrant.collection import (
     ensure_spec,
     tag_for,
 )
-from posfair_llamaindex.qdrant.layout import (
+from posfair_llamaindex.qdrant.retry import (
+    DEFAULT_RETRY,
+    RetryPolicy,
+    awith_retries,
+    describe_client,
+    with_retries,
+)
+from posfair_llamaindex.qdrant.store_options import CollectionOptions, ResolvedOptions, resolve_options
+from posfair_llamaindex.qdrant.vector_layout import (
     CUSTOM_SPARSE_ENCODER,
     DEFAULT_FUSION_CANDIDATES,
     DEFAULT_MAX_CANDIDATES,
-    DUAL_VECTORS,
     MAX_PREFETCH_FACTOR,
     MISSING_SCORE,
     UNNAMED_VECTOR,
@@ -50,14 +58,6 @@ from posfair_llamaindex.qdrant.layout import (
     layout_for,
     mode_vectors,
 )
-from posfair_llamaindex.qdrant.retry import (
-    DEFAULT_RETRY,
-    RetryPolicy,
-    awith_retries,
-    describe_client,
-    with_retries,
-)
-from posfair_llamaindex.qdrant.store_options import CollectionOptions, ResolvedOptions, resolve_options
 
 __all__ = [
     "DEFAULT_FUSION_CANDIDATES",

