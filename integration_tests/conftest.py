@@ -1,5 +1,5 @@
-"""One Qdrant fixture, three backends: embedded local mode (always), a testcontainers server (when a Docker
-daemon exists) and the server at $QDRANT_URL (when set)."""
+"""One Qdrant fixture, four backends: Qdrant Edge in-process (the package's embedded default) and qdrant-client's
+local mode (always), a testcontainers server (when a Docker daemon exists) and the server at $QDRANT_URL (when set)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,17 @@ def qdrant_container():
         yield container
 
 
-@pytest.fixture(params=["local", "container", "url"])
+@pytest.fixture(params=["edge", "local", "container", "url"])
 def qdrant(request, tmp_path):
+    if request.param == "edge":
+        from posfair_llamaindex import AsyncEdgeQdrantClient, EdgeQdrantClient
+
+        folder = str(tmp_path / "edge")
+        client = EdgeQdrantClient(path=folder)
+        # the async client shares the folder's store, as an application's two clients of one folder do
+        yield QdrantBackend("edge", client, lambda: AsyncEdgeQdrantClient(path=folder))
+        client.close()
+        return
     if request.param == "local":
         client = QdrantClient(path=str(tmp_path / "sync"))
         # embedded Qdrant locks its folder per client, so the async client gets a folder of its own

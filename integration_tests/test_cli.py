@@ -132,20 +132,35 @@ def test_every_command_has_help():
         assert done.returncode == 0 and "usage: posfair" in done.stdout
 
 
-@pytest.mark.parametrize("script", ["index_with_qdrant.py", "sea_mode.py", "dual_mode.py"])
+STORE_EXAMPLES = ("index_with_qdrant.py", "dual_mode.py", "windows_mode.py")
+
+
+@pytest.mark.parametrize("script", ["index_with_qdrant.py", "sea_mode.py", "dual_mode.py", "windows_mode.py"])
 def test_examples_run(script, tmp_path):
     from pathlib import Path
 
     examples = Path(__file__).resolve().parents[1] / "examples"
-    extra = ["--qdrant-path", str(tmp_path / "q")] if script in ("index_with_qdrant.py", "dual_mode.py") else []
+    extra = ["--qdrant-path", str(tmp_path / "q")] if script in STORE_EXAMPLES else []
     done = subprocess.run(
         [sys.executable, str(examples / script), *extra], capture_output=True, text=True, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    if script in ("index_with_qdrant.py", "dual_mode.py"):
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]  # an unclosed client's, at exit
+    if script in STORE_EXAMPLES:
         assert "-> rivers.md" in done.stdout and "-> music.txt" in done.stdout
     else:
         assert "rosetta.txt" in done.stdout.splitlines()[-3] and "SEA tag" in done.stdout
+
+
+def test_every_mode_has_an_example():
+    from pathlib import Path
+
+    from posfair_llamaindex.modes import MODES_BY_NAME
+
+    texts = " ".join(p.read_text() for p in (Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
+    for mode in MODES_BY_NAME:
+        if mode not in ("calibrated", "plain"):  # the default names no mode; plain is its comparison
+            assert f'mode="{mode}"' in texts, mode
 
 
 def messy_folder(root):

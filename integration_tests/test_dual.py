@@ -145,10 +145,10 @@ def test_a_single_vector_store_refuses_dual_embeddings_clearly(qdrant, dual_mode
 
 
 def test_an_in_memory_index_fails_instead_of_answering_with_half(dual_model):
-    """LlamaIndex's default store holds one vector per node: the query (384) cannot meet documents (768)."""
-    index = VectorStoreIndex(corpus(3), embed_model=dual_model)
-    with pytest.raises(ValueError):
-        index.as_retriever(similarity_top_k=1).retrieve(QUESTION)
+    """LlamaIndex's default store holds one vector per node: the query (384) could not meet documents (768), so
+    the index is refused as it is built, before any document is encoded, naming the mode and the store."""
+    with pytest.raises(ValueError, match="mode='dual'.*SimpleVectorStore"):
+        VectorStoreIndex(corpus(3), embed_model=dual_model)
 
 
 def test_async_client_fuses_the_same_way(qdrant, dual_model):

@@ -11,10 +11,11 @@ import textwrap
 import threading
 from pathlib import Path
 
-from qdrant_client import QdrantClient
+import pytest
 
 from posfair_llamaindex.jobs.ingest import IngestReport, ingest_documents, node_parser_for, read_documents
 from posfair_llamaindex.qdrant import point_id, tagged_vector_store
+from posfair_llamaindex.qdrant.embedded import folder_engine, open_embedded
 from tests.utils import minilm_path, sample_texts
 
 CHUNK = 64
@@ -136,15 +137,15 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     import torch
-    from qdrant_client import QdrantClient
     from posfair_llamaindex import PosFairEmbedding
     from posfair_llamaindex.jobs.ingest import ingest_documents, node_parser_for, read_documents
     from posfair_llamaindex.qdrant import tagged_vector_store
+    from posfair_llamaindex.qdrant.embedded import open_embedded
 
     torch.set_num_threads(1)
-    model_path, corpus, storage, collection, chunk = sys.argv[1:6]
+    model_path, corpus, storage, collection, chunk, engine = sys.argv[1:7]
     embed_model = PosFairEmbedding(model_path, embed_batch_size=16)
-    client = QdrantClient(path=storage)
+    client = open_embedded(storage, engine=engine)
     store = tagged_vector_store(client, collection, embed_model)
 
 
@@ -174,7 +175,8 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_kill_9_mid_ingest_then_rerun_completes_without_reembedding(embed_model, tmp_path):
+@pytest.mark.parametrize("engine", ["edge", "local"])
+def test_kill_9_mid_ingest_then_rerun_completes_without_reembedding(embed_model, tmp_path, engine):
     corpus, storage, name = tmp_path / "corpus", tmp_path / "qdrant", "posfair-test-killed"
     write_corpus(corpus, 10, seed=2)
     script = tmp_path / "child.py"
@@ -182,13 +184,14 @@ def test_kill_9_mid_ingest_then_rerun_completes_without_reembedding(embed_model,
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     with open(tmp_path / "child.err", "w") as stderr:
         child = subprocess.Popen(
-            [sys.executable, str(script), minilm_path(), str(corpus), str(storage), name, str(CHUNK)],
+            [sys.executable, str(script), minilm_path(), str(corpus), str(storage), name, str(CHUNK), engine],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
             env=env,
         )
-        guard = threading.Timer(240, child.kill)  # never hang the suite on a stuck child
+        # the test waits on the child's own lines; this only ends a child that is stuck for good
+        guard = threading.Timer(1800, child.kill)
         guard.start()
         lines = []
         try:
@@ -212,11 +215,13 @@ def test_kill_9_mid_ingest_then_rerun_completes_without_reembedding(embed_model,
     written_by_child = sum(int(x.split()[1]) for x in lines if x.startswith("written"))
     first_two_batches = {point_id(n.node_id) for n in parser.get_nodes_from_documents(documents[:4])}
 
-    client = QdrantClient(path=str(storage))  # only now: local mode allows one process per folder
+    client = open_embedded(storage)  # only now: one process per folder (either engine)
     try:
+        assert folder_engine(storage) == engine
         store = tagged_vector_store(client, name, embed_model)
         survived = point_ids(client, name)
-        # everything upserted before the kill is there (local mode commits every point to SQLite)
+        # everything upserted before the kill is there (local mode commits every point to SQLite; Edge has each
+        # write in its write-ahead log when the call returns)
         assert set(survived) == first_two_batches and len(survived) == written_by_child
         assert 0 < len(survived) < len(expected)
 

@@ -17,6 +17,7 @@ from qdrant_client import QdrantClient
 from posfair_llamaindex import PosFairEmbedding
 from posfair_llamaindex.cli import main
 from posfair_llamaindex.qdrant import collection_tag
+from posfair_llamaindex.qdrant.embedded import open_embedded
 from tests.eval.test_pseudo_queries import corpus
 from tests.utils import NO_SHARED_DATA, SHARED_DATA, STANDIN_SWITCHES, sample_texts, save_standin_model
 
@@ -58,7 +59,7 @@ def test_ingest_and_query_need_the_trust_and_use_the_folders_code(capsys, tmp_pa
     assert code == 0, err
     hits = json.loads(out)
     assert len(hits) == 3 and hits[0]["score"] >= hits[-1]["score"]
-    client = QdrantClient(path=str(tmp_path / "q"))
+    client = open_embedded(tmp_path / "q")  # the folder posfair ingest made: a Qdrant Edge store
     tag = collection_tag(client.get_collection("c"))
     client.close()
     assert tag["pooling"] == "mean" and tag["calibration"]["basket_size"] == 8

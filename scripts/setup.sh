@@ -5,8 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-# drop pip's notes about missing local index folders; pipefail still reports a failed install
-quiet() { grep -v "is ignored" || true; }
+# drop pip's notes about missing local index folders, and its warning that huggingface-hub 2 no longer has the
+# 'inference' extra that llama-index-embeddings-huggingface still names (nothing a user can act on: the package
+# works without it); pipefail still reports a failed install
+quiet() { grep -v -e "is ignored" -e "does not provide the extra 'inference'" || true; }
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi

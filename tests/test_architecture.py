@@ -269,6 +269,7 @@ def test_every_error_has_one_base_and_keeps_its_builtin_parent():
     parents = {
         "AuditCorpusError": ValueError,
         "CollectionTagMismatchError": ValueError,
+        "CopyRefusedError": ValueError,
         "IngestError": RuntimeError,
         "KernelBuildError": RuntimeError,
         "KernelLockTimeoutError": RuntimeError,
@@ -277,6 +278,15 @@ def test_every_error_has_one_base_and_keeps_its_builtin_parent():
         "UnsupportedModelError": ValueError,
         "UpgradeIncompleteError": RuntimeError,
         "UpgradeRefusedError": ValueError,
+        "EdgeClosedError": RuntimeError,
+        "EdgeCollectionNotFoundError": ValueError,
+        "EdgeEngineError": RuntimeError,
+        "EdgeRequestError": ValueError,
+        "EdgeStoreLockedError": RuntimeError,
+        "EdgeStoreReadOnlyError": PermissionError,
+        "EdgeStoreVersionError": ValueError,
+        "EdgeUnsupportedError": NotImplementedError,
+        "NotAnEdgeStoreError": ValueError,
     }
     for name in errors.__all__:
         cls = getattr(posfair_llamaindex, name)

@@ -23,6 +23,8 @@ _WHERE = {
     "PosFairEncoder": "posfair_llamaindex.encoding.encoder",
     "PosFairQdrantVectorStore": "posfair_llamaindex.qdrant",
     "RetryPolicy": "posfair_llamaindex.qdrant",
+    "EdgeQdrantClient": "posfair_llamaindex.qdrant",
+    "AsyncEdgeQdrantClient": "posfair_llamaindex.qdrant",
     "WindowConfig": "posfair_llamaindex.encoding.windows",
     "atagged_vector_store": "posfair_llamaindex.qdrant",
     "tagged_vector_store": "posfair_llamaindex.qdrant",
@@ -53,6 +55,8 @@ if TYPE_CHECKING:  # what static tools see; at run time the names load lazily be
         UpgradeRefusedError,
     )
     from posfair_llamaindex.qdrant import (
+        AsyncEdgeQdrantClient,
+        EdgeQdrantClient,
         PosFairQdrantVectorStore,
         RetryPolicy,
         atagged_vector_store,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional, Union
@@ -23,7 +24,14 @@ from posfair_llamaindex.encoding.encoder import PosFairEncoder, TokenizedTexts, 
 from posfair_llamaindex.encoding.load_settings import LoadSettings
 from posfair_llamaindex.encoding.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.encoding.windows import WindowConfig, WindowEmbedder
-from posfair_llamaindex.modes import DOCUMENT_KINDS, MODES_BY_NAME, DocumentMode, document_mode, fused_modes
+from posfair_llamaindex.modes import (
+    DOCUMENT_KINDS,
+    HOLDS_EVERY_MODE,
+    MODES_BY_NAME,
+    DocumentMode,
+    document_mode,
+    fused_modes,
+)
 from posfair_llamaindex.options import DType, Fusion, LengthLimit, Mode, Pooling
 from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
 from posfair_llamaindex.version import __version__
@@ -380,6 +388,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
 
         The texts are tokenized once here; the batches LlamaIndex hands back reuse those tokens.
         """
+        self._refuse_a_single_vector_store()
         order, tokens = self._length_order(texts)
         context = _BATCH_TOKENS.set(tokens)
         try:
@@ -391,6 +400,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
+        self._refuse_a_single_vector_store()
         order, tokens = self._length_order(texts)
         context = _BATCH_TOKENS.set(tokens)  # the worker threads of each batch see it too (copied context)
         try:
@@ -400,6 +410,28 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         finally:
             _BATCH_TOKENS.reset(context)
         return _unsort(vectors, order)
+
+    def _refuse_a_single_vector_store(self) -> None:
+        """Dual and windows embeddings are several vectors per document, which only a posfair Qdrant store holds.
+
+        Handed to any other store (LlamaIndex's in-memory one, say) they would be encoded in full and then fail at
+        the first query, far from the cause. So when LlamaIndex's index or ingestion pipeline is the caller, its
+        store is looked at before the first document is encoded (read from the caller's frame: LlamaIndex passes
+        the embedding no store)."""
+        mode = self.mode_spec
+        if not mode.named_vectors:
+            return
+        store = _calling_vector_store()
+        if store is None or getattr(store, HOLDS_EVERY_MODE, False):
+            return
+        holds = mode.vectors_per_document(self.windows.document if mode.windows else None)
+        raise ValueError(
+            f"PosFairEmbedding(mode={self.mode!r}) makes {holds} per document, but the index's vector store is "
+            f"{type(store).__name__}, which keeps one vector per node: its queries would fail after the whole corpus "
+            "was encoded, so nothing was encoded. Store the index in a posfair Qdrant collection: "
+            "StorageContext.from_defaults(vector_store=tagged_vector_store(EdgeQdrantClient(path='./posfair_qdrant'), "
+            "'docs', embed_model)), or use mode='calibrated' with a one-vector store"
+        )
 
     def _length_order(self, texts: list[str]) -> tuple[list[int], _BatchTokens]:
         # checked up front: a bad text anywhere fails the call before any batch is embedded
@@ -455,6 +487,34 @@ class _BatchTokens:
 _NO_TOKENS = _BatchTokens(None, "", None, {})
 # set for the length of a get_text_embedding_batch call; a context variable, so threads and tasks stay apart
 _BATCH_TOKENS: ContextVar[_BatchTokens] = ContextVar("posfair_batch_tokens", default=_NO_TOKENS)
+
+
+def _calling_vector_store() -> Optional[Any]:
+    """The vector store of the LlamaIndex index or ingestion pipeline up the call stack, or None when neither calls.
+
+    LlamaIndex's modules are looked up only if already imported: a caller that is one of them has loaded it."""
+    index = sys.modules.get("llama_index.core.indices.vector_store.base")
+    pipeline = sys.modules.get("llama_index.core.ingestion.pipeline")
+    callers = tuple(
+        cls
+        for cls in (getattr(index, "VectorStoreIndex", None), getattr(pipeline, "IngestionPipeline", None))
+        if cls is not None
+    )
+    if not callers:
+        return None
+    frame = sys._getframe(2)
+    for _ in range(_CALLER_DEPTH):
+        if frame is None:
+            return None
+        caller = frame.f_locals.get("self")
+        if isinstance(caller, callers):
+            # an index keeps its store in _vector_store; a pipeline in vector_store (None: it stores nothing)
+            return getattr(caller, "_vector_store", None) or getattr(caller, "vector_store", None)
+        frame = frame.f_back
+    return None
+
+
+_CALLER_DEPTH = 40  # frames between LlamaIndex's index or pipeline and this embedding's batch call (about 10)
 
 
 def settings_from_tag(tag: dict[str, Any]) -> dict[str, Any]:

@@ -74,6 +74,10 @@ class UpgradeIncompleteError(PosFairError, RuntimeError):
     the source was not deleted."""
 
 
+class CopyRefusedError(PosFairError, ValueError):
+    """Copying collections between clients was refused, or its check failed; the message says which and why."""
+
+
 class AuditCorpusError(PosFairError, ValueError):
     """The corpus cannot be audited: too few documents, or too few long enough to span two baskets."""
 
@@ -82,14 +86,71 @@ class CliError(PosFairError):
     """A refusal or failure the user can act on; the command line prints it as one line."""
 
 
+# Qdrant Edge, the embedded engine (qdrant/edge_*.py)
+
+
+class NotAnEdgeStoreError(PosFairError, ValueError):
+    """The folder is not an Edge store (a qdrant-client local-mode folder, a file, or someone else's files)."""
+
+
+class EdgeStoreVersionError(PosFairError, ValueError):
+    """The folder is an Edge store of a format this version cannot read."""
+
+
+class EdgeStoreLockedError(PosFairError, RuntimeError):
+    """Another process has the store open; Edge shards take one process at a time."""
+
+
+class EdgeStoreReadOnlyError(PosFairError, PermissionError):
+    """The store's folder cannot be written, and Edge writes even to answer (its write-ahead log, its lock)."""
+
+
+class EdgeCollectionNotFoundError(PosFairError, ValueError):
+    """No collection (or alias) of that name; a ``ValueError`` saying "Collection X not found" as local mode's."""
+
+
+class EdgeRequestError(PosFairError, ValueError):
+    """Edge refused a request (a vector of the wrong size, an unknown vector name, a missing point, ...)."""
+
+
+class EdgeEngineError(PosFairError, RuntimeError):
+    """Edge failed while serving a valid request."""
+
+
+class EdgeClosedError(PosFairError, RuntimeError):
+    """The client was closed; open a new one on the folder."""
+
+
+class EdgeUnsupportedError(PosFairError, NotImplementedError):
+    """A request asks for something Qdrant Edge cannot do in-process, which a Qdrant server can."""
+
+    def __init__(self, call: str, construct: str, reason: str = "") -> None:
+        self.call, self.construct = call, construct
+        because = f" ({reason})" if reason else ""
+        super().__init__(
+            f"{call}: {construct} is not supported by the Qdrant Edge client{because}. Use a Qdrant server "
+            "(QdrantClient(url=...)) for it."
+        )
+
+
 # the names these had before they were brought under one base; kept for one release
 UpgradeRefused = UpgradeRefusedError
 UpgradeIncomplete = UpgradeIncompleteError
 KernelLockTimeout = KernelLockTimeoutError
 
 __all__ = [
+    "EdgeClosedError",
+    "EdgeCollectionNotFoundError",
+    "EdgeEngineError",
+    "EdgeRequestError",
+    "EdgeStoreLockedError",
+    "EdgeStoreReadOnlyError",
+    "EdgeStoreVersionError",
+    "EdgeUnsupportedError",
+    "NotAnEdgeStoreError",
     "AuditCorpusError",
     "CliError",
+    "CopyRefusedError",
     "CollectionTagMismatchError",
     "IngestError",
     "KernelBuildError",

@@ -20,6 +20,11 @@ DUAL_VECTORS = (PLAIN_VECTOR, CALIBRATED_VECTOR)
 WINDOWS_VECTOR = "windows"
 
 
+# a vector store class that sets this class attribute to True holds every mode's document embedding (the posfair
+# Qdrant store); any other store is given single-vector modes only (embedding.py refuses the rest up front)
+HOLDS_EVERY_MODE = "holds_every_posfair_mode"
+
+
 @dataclass(frozen=True)
 class DocumentKind:
     """The whole-document vector(s) that lead a document embedding."""
@@ -69,6 +74,14 @@ class DocumentMode:
             return ()
         kind = self.document_kind(window_document)
         return (*kind.vectors, WINDOWS_VECTOR) if self.windows else kind.vectors
+
+    def vectors_per_document(self, window_document: Optional[str] = None) -> str:
+        """What a document embedding of this mode holds, in words (for errors that name the mode)."""
+        kind = self.document_kind(window_document)
+        whole = " and ".join(f"a {name} vector" for name in kind.vectors) if self.named_vectors else "one vector"
+        if self.windows:
+            return f"a vector per window of the text{' beside ' + whole if kind.count else ''}"
+        return whole
 
     def tag_keys(self) -> tuple[str, ...]:
         """The settings beyond model, pooling and length that this mode's tag records."""

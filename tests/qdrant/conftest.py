@@ -12,8 +12,9 @@ import uuid
 
 import pytest
 from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+from qdrant_client import AsyncQdrantClient, QdrantClient
 
-from posfair_llamaindex import PosFairEmbedding
+from posfair_llamaindex import AsyncEdgeQdrantClient, EdgeQdrantClient, PosFairEmbedding
 
 WORDS = ("river", "museum", "bridge", "barley", "harbour", "castle", "lantern", "orchard", "glacier", "market")
 
@@ -65,3 +66,36 @@ def sparse_encode(texts):
         indices.append(ordered)
         values.append([counts[i] for i in ordered])
     return indices, values
+
+
+class Engine:
+    """New clients on one embedded engine: qdrant-client's local mode in memory, or Qdrant Edge in a folder of
+    their own (a sync client and the async client made after it share that folder, as in one application)."""
+
+    def __init__(self, name: str, root) -> None:
+        self.name, self.root, self.made = name, root, []
+
+    def client(self) -> QdrantClient:
+        made = QdrantClient(":memory:") if self.name == "local" else EdgeQdrantClient(path=str(self._folder()))
+        self.made.append(made)
+        return made
+
+    def aclient(self) -> AsyncQdrantClient:
+        if self.name == "local":
+            return AsyncQdrantClient(":memory:")
+        return AsyncEdgeQdrantClient(path=str(self._folder()))
+
+    def _folder(self):
+        return self.root / f"{self.name}-{uuid.uuid4().hex[:8]}"
+
+    def close(self) -> None:
+        for client in self.made:
+            client.close()
+
+
+@pytest.fixture(params=["local", "edge"])
+def engine(request, tmp_path):
+    """Each test that takes it runs on local mode and on Qdrant Edge, the package's embedded default."""
+    made = Engine(request.param, tmp_path)
+    yield made
+    made.close()

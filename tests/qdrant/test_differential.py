@@ -20,7 +20,6 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 from llama_index.vector_stores.qdrant import QdrantVectorStore
-from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from posfair_llamaindex.qdrant import (
     POINT_FINGERPRINT_KEY,
@@ -29,32 +28,53 @@ from posfair_llamaindex.qdrant import (
     collection_tag,
     tagged_vector_store,
 )
-from tests.qdrant.conftest import make_nodes, sparse_encode
+from tests.qdrant.conftest import Engine, make_nodes, sparse_encode
 
 DIM = 64
 NAME = "diff"
 HYBRID = dict(enable_hybrid=True, sparse_doc_fn=sparse_encode, sparse_query_fn=sparse_encode)
 
 
+ENGINE = Engine("local", None)  # every test here runs on local mode and on Qdrant Edge (the fixture below)
+
+
+@pytest.fixture(autouse=True)
+def on_each_engine(engine):
+    global ENGINE
+    ENGINE = engine
+    yield
+
+
 def pair(embed, **store_kwargs):
-    """(upstream, ours): one store each, on separate in-memory Qdrants, with the same options."""
-    upstream = QdrantVectorStore(NAME, client=QdrantClient(":memory:"), **store_kwargs)
-    ours = tagged_vector_store(QdrantClient(":memory:"), NAME, embed, **store_kwargs)
+    """(upstream, ours): one store each, on separate Qdrants of the engine under test, with the same options."""
+    upstream = QdrantVectorStore(NAME, client=ENGINE.client(), **store_kwargs)
+    ours = tagged_vector_store(ENGINE.client(), NAME, embed, **store_kwargs)
     return upstream, ours
 
 
 async def apair(embed, **store_kwargs):
-    upstream = QdrantVectorStore(NAME, aclient=AsyncQdrantClient(":memory:"), **store_kwargs)
-    ours = await atagged_vector_store(AsyncQdrantClient(":memory:"), NAME, embed, **store_kwargs)
+    upstream = QdrantVectorStore(NAME, aclient=ENGINE.aclient(), **store_kwargs)
+    ours = await atagged_vector_store(ENGINE.aclient(), NAME, embed, **store_kwargs)
     return upstream, ours
 
 
 def same_result(a, b):
-    assert a.ids == b.ids
     assert a.similarities == pytest.approx(b.similarities, abs=1e-6)
-    assert [n.get_content() for n in a.nodes] == [n.get_content() for n in b.nodes]
-    assert [n.metadata for n in a.nodes] == [n.metadata for n in b.nodes]
-    assert [n.ref_doc_id for n in a.nodes] == [n.ref_doc_id for n in b.nodes]
+    if ENGINE.name == "local":  # local mode breaks ties by insertion order, the same for both stores
+        keep_a = keep_b = list(range(len(a.ids)))
+    else:  # Edge leaves a tie's order (and which of a tie at the cut make the top k) to its segments
+        keep_a, keep_b = above_the_last_tie(a), above_the_last_tie(b)
+    assert [a.ids[i] for i in keep_a] == [b.ids[i] for i in keep_b]
+    for field in (lambda n: n.get_content(), lambda n: n.metadata, lambda n: n.ref_doc_id):
+        assert [field(a.nodes[i]) for i in keep_a] == [field(b.nodes[i]) for i in keep_b]
+
+
+def above_the_last_tie(result) -> list[int]:
+    """Positions in score order, ties in id order, leaving out the lowest score's tie when it has several."""
+    scores = [round(s, 5) for s in result.similarities]
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], str(result.ids[i])))
+    lowest = min(scores, default=None)
+    return [i for i in order if scores[i] != lowest or scores.count(lowest) == 1]
 
 
 def stored(store) -> dict:

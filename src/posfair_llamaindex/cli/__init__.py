@@ -14,6 +14,7 @@ from posfair_llamaindex.cli import (
     eval_command,
     finetune_command,
     kernel_command,
+    migrate_command,
     store_commands,
     sweep_command,
     upgrade_command,
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose_command.register(commands)
     finetune_command.register(commands)
     upgrade_command.register(commands)
+    migrate_command.register(commands)
     audit_command.register(commands)
     kernel_command.register(commands)
     return parser

@@ -7,13 +7,15 @@ pydantic fields they configure, so the command line cannot drift from the librar
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
 from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.errors import CliError
-from posfair_llamaindex.modes import document_mode, fused_modes
+from posfair_llamaindex.modes import MODES_BY_NAME, document_mode, fused_modes
 from posfair_llamaindex.options import (
     CHUNKERS,
     DEFAULT_CHUNK_TOKENS,
@@ -59,12 +61,24 @@ def layers_value(value: str):
     )
 
 
+def for_terminal(markdown: str) -> str:
+    """Markdown written for a file, as a terminal shows it: without the ``**`` of bold text (tables stay)."""
+    return markdown.replace("**", "")
+
+
 def store_options() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("Qdrant")
     where = group.add_mutually_exclusive_group()
     where.add_argument("--qdrant-path", default=None, help=f"embedded Qdrant folder (default {DEFAULT_QDRANT_PATH})")
     where.add_argument("--qdrant-url", default=None, help="Qdrant server URL, e.g. http://localhost:6333")
+    group.add_argument(
+        "--qdrant-engine",
+        choices=("edge", "local"),
+        default=None,
+        help="the engine of a new --qdrant-path folder: edge (Qdrant's own engine in-process, the default) or local "
+        "(qdrant-client's local mode); an existing folder opens with the engine that wrote it",
+    )
     group.add_argument("--api-key", default=os.environ.get("QDRANT_API_KEY"), help="Qdrant API key (or QDRANT_API_KEY)")
     group.add_argument("--timeout", type=float, default=10.0, help="seconds per Qdrant request (%(default)s)")
     return parent
@@ -132,7 +146,8 @@ def chunker_options() -> argparse.ArgumentParser:
 def mode_options() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("documents")
-    group.add_argument("--mode", choices=MODES, default=None, help=f"how documents are encoded ({MODES[0]})")
+    modes = "; ".join(f"{name}: {mode.summary}" for name, mode in MODES_BY_NAME.items())
+    group.add_argument("--mode", choices=MODES, default=None, help=f"how documents are encoded ({MODES[0]}). {modes}")
     group.add_argument(
         "--fusion",
         choices=FUSIONS,
@@ -206,12 +221,12 @@ def comma_floats(text: str, option: str) -> list:
 
 def tag_settings(tag: dict[str, Any]) -> dict[str, Any]:
     """The embedding settings a collection's tag records, refused when its model is not on this machine."""
+    model = tag.get("model")  # what settings_from_tag reads as the model: checked before the model's libraries load
+    if model and Path(model).is_absolute() and not Path(model).exists():
+        raise CliError(f"the model recorded in the tag ({model}) is not on this machine; pass --model")
     from posfair_llamaindex.embedding import settings_from_tag
 
-    base = settings_from_tag(tag)
-    if base["model"] and Path(base["model"]).is_absolute() and not Path(base["model"]).exists():
-        raise CliError(f"the model recorded in the tag ({base['model']}) is not on this machine; pass --model")
-    return base
+    return settings_from_tag(tag)
 
 
 def encoder_options_given(args) -> bool:
@@ -243,12 +258,15 @@ def load_settings_from_args(args, base: Optional[dict[str, Any]] = None):
     )
 
 
-def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
-    """A PosFairEmbedding from CLI options layered over ``base`` (settings recovered from a tag)."""
-    quiet_transformers()
-    from posfair_llamaindex.embedding import PosFairEmbedding
+def embedding_settings(args, base: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """PosFairEmbedding's arguments from CLI options layered over ``base`` (settings recovered from a tag).
+
+    Everything the options alone can be refused for is refused here, before torch and transformers load: a mode
+    that does not take an option, invalid settings, a model folder that is not there, windows longer than the
+    model's positions."""
     from posfair_llamaindex.encoding.sea import ChunkerConfig
     from posfair_llamaindex.encoding.windows import WindowConfig
+    from posfair_llamaindex.model.model_files import check_model_exists
 
     base = dict(base or {})
     calibration = {**(base.get("calibration") or {}), **calibration_overrides(args)}
@@ -264,8 +282,8 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
             f"--window-size, --window-stride and --window-document are used by --mode windows only, not {mode!r}"
         )
     dual_document = mode == "dual" or windows.get("document") == "dual"
-    return PosFairEmbedding(
-        resolve_model(args.model or base.get("model")),
+    settings = dict(
+        model_name=resolve_model(args.model or base.get("model")),
         # with a dual document, settings left unset take the dual defaults for the model's pooling
         calibration=CalibrationConfig(**calibration) if calibration or not dual_document else None,
         mode=mode,
@@ -277,6 +295,33 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
         normalize=base.get("normalize", True),
         **load_settings_from_args(args, base).embedding_arguments(),
     )
+    check_model_exists(settings["model_name"])
+    if settings["windows"] is not None:
+        _check_windows_fit(settings["model_name"], settings["windows"].size)
+    return settings
+
+
+def _check_windows_fit(model: str, size: int) -> None:
+    """Refuse windows longer than the model's position table, as its config.json states it (no transformers needed);
+    what fits exactly (less special tokens and the prompt) is checked once the model has loaded."""
+    try:
+        positions = json.loads((Path(model).expanduser() / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):  # a hub id, no config, or not a JSON object: checked on loading
+        return
+    if isinstance(positions, int) and size > positions:
+        raise CliError(
+            f"windows of {size} tokens do not fit {model}: it takes at most {positions} tokens, special tokens "
+            "included; choose a smaller --window-size"
+        )
+
+
+def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
+    """A PosFairEmbedding from CLI options layered over ``base`` (settings recovered from a tag)."""
+    settings = embedding_settings(args, base)
+    quiet_transformers()
+    from posfair_llamaindex.embedding import PosFairEmbedding
+
+    return PosFairEmbedding(**settings)
 
 
 def open_client(args, *, create: bool = False):
@@ -284,11 +329,11 @@ def open_client(args, *, create: bool = False):
 
     Only a command that writes a new store (``create``: ingest) may start a folder that is not there; the
     others refuse it, so a mistyped path is named instead of becoming an empty store."""
-    from qdrant_client import QdrantClient
-
-    from posfair_llamaindex.qdrant.retry import RetryPolicy, with_retries
-
     if args.qdrant_url:
+        from qdrant_client import QdrantClient
+
+        from posfair_llamaindex.qdrant.retry import RetryPolicy, with_retries
+
         client = QdrantClient(url=args.qdrant_url, api_key=args.api_key, timeout=int(args.timeout))
         # a quick first contact: a dead server is reported in about a second, before any model loads
         quick = RetryPolicy(retries=2, backoff_s=0.25)
@@ -302,8 +347,21 @@ def open_client(args, *, create: bool = False):
             f"the Qdrant folder {path} ({given}) {problem}; nothing was created. Check the path, or pass "
             "--qdrant-url for a server (`posfair ingest` creates a new folder)"
         )
+    from posfair_llamaindex.errors import EdgeStoreLockedError, EdgeStoreReadOnlyError, NotAnEdgeStoreError
+    from posfair_llamaindex.qdrant.embedded import folder_engine, local_mode_note, open_embedded
+
+    engine = folder_engine(path)
+    if engine is None and not create and any(path.iterdir()):
+        raise CliError(
+            f"the folder {path} holds no Qdrant store (neither a Qdrant Edge store nor a qdrant-client local-mode "
+            "folder); nothing was changed. Check the path (`posfair ingest` creates a store in a new or empty folder)"
+        )
+    if engine == "local":
+        print(local_mode_note(path), file=sys.stderr)
     try:
-        return QdrantClient(path=str(path))
+        return open_embedded(path, engine=engine or getattr(args, "qdrant_engine", None))
+    except (EdgeStoreLockedError, EdgeStoreReadOnlyError, NotAnEdgeStoreError, ValueError) as error:
+        raise CliError(str(error)) from None
     except RuntimeError as error:
         if "already accessed" in str(error):
             raise CliError(

@@ -11,6 +11,7 @@ from posfair_llamaindex.cli.arguments import (
     calibration_options,
     comma_floats,
     embedding_from_args,
+    for_terminal,
     load_settings_from_args,
     model_options,
     open_client,
@@ -58,7 +59,12 @@ def register(commands) -> None:
     audit.add_argument("--out", default="posfair_audit", help="folder for markdown, JSON and PNG (%(default)s)")
     audit.add_argument("--cache-dir", default=None, help="reuse document embeddings across runs")
     audit.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples (%(default)s)")
-    audit.add_argument("--node-tokens", type=int, default=None, help="PATHs: tokens per node (the model's window)")
+    audit.add_argument(
+        "--node-tokens",
+        type=int,
+        default=None,
+        help="PATHs: tokens per node (default: what one forward pass of the model takes, less the document prompt)",
+    )
     audit.set_defaults(handler=run_audit)
 
 
@@ -196,7 +202,7 @@ def run_audit(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(table)
+    print(for_terminal(table))
     if advice is not None:
         print(f"\nrecommendation: {advice['name']} ({advice['reason']})")
     print(f"wrote {out / (stem + '.md')}, {out / (stem + '.json')}, {png}")

@@ -13,6 +13,7 @@ from posfair_llamaindex.cli.arguments import (
     chunker_options,
     chunker_settings,
     comma_floats,
+    for_terminal,
     model_options,
 )
 from posfair_llamaindex.cli.research_arguments import (
@@ -297,6 +298,6 @@ def _shuffle_loss(args, model: str, configs, ordered, stem: str) -> list:
     (out / f"{stem}-shuffle-loss.md").write_text(table + "\n")
     (out / f"{stem}-shuffle-loss.json").write_text(json.dumps(loss_report(ordered, after, rows), indent=2) + "\n")
     chart = plots.save_png(plots.shuffle_losses({ordered.benchmark.name: rows}), out / f"{stem}-shuffle-loss.png")
-    print(table)
+    print(for_terminal(table))
     print(f"wrote {out / f'{stem}-shuffle-loss.md'}, {out / f'{stem}-shuffle-loss.json'}, {chart}")
     return rows

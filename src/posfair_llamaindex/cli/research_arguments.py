@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posfair_llamaindex.cli.arguments import load_settings_from_args, quiet_transformers, resolve_model
+from posfair_llamaindex.cli.arguments import for_terminal, load_settings_from_args, quiet_transformers, resolve_model
 from posfair_llamaindex.eval.fusion import ALL_FUSIONS, is_fusion
 
 DEFAULT_DATA = "../shared/data"
@@ -130,6 +130,6 @@ def run_benchmark(args, model: str, configs, benchmark, stem):
         bootstrap_samples=args.bootstrap,
     )
     paths = write_report(run, Path(args.out), stem)
-    print(to_markdown(run))
+    print(for_terminal(to_markdown(run)))
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return run

@@ -12,6 +12,7 @@ from posfair_llamaindex.cli.arguments import (
     calibration_overrides,
     chunker_options,
     embedding_from_args,
+    embedding_settings,
     encoder_options_given,
     mode_options,
     model_options,
@@ -37,14 +38,20 @@ def register(commands) -> None:
         "ingest",
         parents=[store, model, mode, calibration, chunker],
         help="read .txt/.md files or folders into a collection",
-        description="Split files into nodes, embed them (documents calibrated) and upsert them into a tagged "
-        "collection. Files with no usable text are skipped and listed; nodes already stored unchanged are not "
-        "embedded again.",
+        description="Split files into nodes, embed them as --mode says (calibrated by default) and upsert them into "
+        "a tagged collection. Files with no usable text are skipped and listed; nodes already stored unchanged are "
+        "not embedded again.",
     )
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
     ingest.add_argument("--collection", required=True, help="collection name")
     ingest.add_argument("--recreate", action="store_true", help="delete a collection whose tag differs, then ingest")
-    ingest.add_argument("--node-tokens", type=int, default=None, help="tokens per node (the model's window)")
+    ingest.add_argument(
+        "--node-tokens",
+        type=int,
+        default=None,
+        help="tokens per node (default: what one forward pass of the model takes, less the document prompt; "
+        "windows mode also takes longer nodes)",
+    )
     ingest.add_argument("--node-overlap", type=int, default=0, help="overlapping tokens between nodes (%(default)s)")
     ingest.add_argument("--max-file-mb", type=float, default=50.0, help="skip files larger than this (%(default)s MiB)")
     ingest.add_argument("--strict", action="store_true", help="refuse to ingest anything when a file would be skipped")
@@ -78,7 +85,13 @@ def run_ingest(args) -> int:
     if args.max_file_mb <= 0:
         raise CliError(f"--max-file-mb must be positive, got {args.max_file_mb}")
     _check_engine_options(args)
-    # the server first: a dead one fails in a second, before the model's libraries or weights load
+    from posfair_llamaindex.jobs.ingest import READABLE_SUFFIXES, candidate_files
+
+    # what the command line alone shows cannot work (no file to read, options the model cannot take) is refused
+    # at once: before a new folder is made, Qdrant is contacted or the model's libraries load
+    candidate_files(args.paths, READABLE_SUFFIXES)
+    embedding_settings(args)
+    # then the server: a dead one fails in a second, before the model's libraries or weights load
     client = open_client(args, create=True)  # ingest may start a new folder
     if not args.recreate and client.collection_exists(args.collection):
         _precheck_tag(args, client)
@@ -103,6 +116,7 @@ def run_ingest(args) -> int:
         if item.no_text:  # an emptied file: whatever it held before is stale now
             store.delete(str(item.path))
     report = ingest_documents(read.documents, embed_model, store, node_parser=parser, show_progress=True)
+    _index(client, args.collection, report.embedded)
     total = client.count(args.collection, exact=True).count
     print(
         f"ingested {report.documents} document(s) as {report.nodes} node(s) into {args.collection!r}: "
@@ -243,6 +257,7 @@ def _run_ray_ingest(args, client) -> int:
     if not report.documents:
         raise CliError(f"none of the {len(report.skipped)} file(s) has text to ingest: " + _skip_list(report.skipped))
     total = client.count(args.collection, exact=True).count
+    _index(client, args.collection, report.embedded)
     print(
         f"ingested {report.documents} document(s) as {report.nodes} node(s) into {args.collection!r}: "
         f"{report.embedded} embedded, {report.unchanged} already stored unchanged "
@@ -291,32 +306,37 @@ def _print_skipped(skipped) -> None:
 
 
 def run_query(args) -> int:
-    from llama_index.core import VectorStoreIndex
-
-    from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
-
     if args.top_k < 1:
         raise CliError(f"-k must be at least 1, got {args.top_k}")
     client = open_client(args)
     if not client.collection_exists(args.collection):
         raise CliError(f"collection {args.collection!r} does not exist (see `posfair collections`)")
+    from posfair_llamaindex.qdrant.collection import collection_tag
+
     tag = collection_tag(client.get_collection(args.collection))
     if tag is None:
         raise CliError(f"collection {args.collection!r} has no posfair tag; it was not written by posfair")
     base = None if encoder_options_given(args) else tag_settings(tag)
     embed_model = embedding_from_args(args, base)
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    from posfair_llamaindex.qdrant.store import tagged_vector_store
+
     store = tagged_vector_store(client, args.collection, embed_model)
-    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
-    hits = index.as_retriever(similarity_top_k=args.top_k).retrieve(args.text)
+    # the query a VectorStoreIndex's retriever sends, without building the index: that would load LlamaIndex's
+    # default node parser and its tokenizer, which a search never uses
+    query = VectorStoreQuery(
+        query_embedding=embed_model.get_query_embedding(args.text), similarity_top_k=args.top_k, query_str=args.text
+    )
     rows = [
         {
             "rank": rank,
-            "score": hit.score,
-            "node_id": hit.node.node_id,
-            "text": hit.node.get_content(),
-            "metadata": hit.node.metadata,
+            "score": score,
+            "node_id": node.node_id,
+            "text": node.get_content(),
+            "metadata": node.metadata,
         }
-        for rank, hit in enumerate(hits, start=1)
+        for rank, (node, score) in enumerate(_hits(store.query(query)), start=1)
     ]
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -330,10 +350,21 @@ def run_query(args) -> int:
     return 0
 
 
-def run_collections(args) -> int:
-    from posfair_llamaindex.qdrant import list_tagged_collections
+def _hits(found) -> list:
+    """``(node, score)`` in rank order, as LlamaIndex's retriever makes them of a store's result: each node once."""
+    seen, hits = set(), []
+    for position, node in enumerate(found.nodes or []):
+        if node.node_id not in seen:
+            seen.add(node.node_id)
+            hits.append((node, found.similarities[position] if found.similarities is not None else None))
+    return hits
 
-    rows = list_tagged_collections(open_client(args))
+
+def run_collections(args) -> int:
+    client = open_client(args)  # a folder that is not there is refused before qdrant-client loads
+    from posfair_llamaindex.qdrant.collection import list_tagged_collections
+
+    rows = list_tagged_collections(client)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -358,3 +389,11 @@ def describe_mode(tag: dict) -> str:
     if tag.get("mode") not in MODES_BY_NAME:
         return f"mode {tag.get('mode')}"
     return MODES_BY_NAME[tag["mode"]].describe(tag)
+
+
+def _index(client, collection: str, written: int) -> None:
+    """After a bulk write to a Qdrant Edge folder, build its indexes once (a server and local mode need nothing)."""
+    if written:
+        from posfair_llamaindex.qdrant.embedded import index_after_bulk_write
+
+        index_after_bulk_write(client, collection)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from posfair_llamaindex.cli.arguments import calibration_from_args, calibration_options, comma_floats, model_options
+from posfair_llamaindex.cli.arguments import (
+    calibration_from_args,
+    calibration_options,
+    comma_floats,
+    for_terminal,
+    model_options,
+)
 from posfair_llamaindex.cli.research_arguments import (
     data_options,
     document_options,
@@ -77,7 +83,7 @@ def run_sweep(args) -> int:
         run = run_benchmark(args, model, configs, benchmark, f"sweep-grid-{pooling}")
         table = grid_markdown(run)
         (Path(args.out) / f"sweep-grid-{pooling}-table.md").write_text(table + "\n")
-        print(table)
+        print(for_terminal(table))
     summary = findings(run)
     (Path(args.out) / f"sweep-{args.kind}-{pooling}-findings.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
@@ -103,7 +109,7 @@ def run_dual_sweep(args) -> int:
     (out / f"sweep-dual-{pooling}.json").write_text(json.dumps({"rows": rows, "findings": summary}, indent=2) + "\n")
     title = f"SQuAD-LongPosQ fairness vs SciFact quality, {pooling} pooling"
     chart = plots.save_png(plots.trade_off(rows, title), out / f"sweep-dual-{pooling}.png")
-    print(table)
+    print(for_terminal(table))
     print(json.dumps(summary, indent=2))
     print(f"wrote {chart}")
     return 0

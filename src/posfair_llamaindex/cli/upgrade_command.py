@@ -6,6 +6,7 @@ from posfair_llamaindex.cli.arguments import (
     CliError,
     calibration_options,
     embedding_from_args,
+    embedding_settings,
     model_options,
     open_client,
     store_options,
@@ -76,6 +77,7 @@ def run_upgrade(args) -> int:
         raise CliError("--fusion is used by --mode dual and windows only")
     if args.mode == "windows" and args.window_document is None:
         args.window_document = UPGRADE_WINDOW_DOCUMENTS[0]  # the stored vector is there: keeping it costs nothing
+    embedding_settings(args)  # options the model cannot take: refused before Qdrant is contacted
     client = open_client(args)  # a dead server, or a folder that does not exist, fails before the model loads
     if not client.collection_exists(args.collection):
         raise CliError(f"collection {args.collection!r} does not exist (see `posfair collections`)")
@@ -93,6 +95,10 @@ def run_upgrade(args) -> int:
         from posfair_llamaindex.qdrant.upgrade import upgrade_collection
 
         report = upgrade_collection(client, embed_model, settings, show_progress=True)
+    if report.written:
+        from posfair_llamaindex.qdrant.embedded import index_after_bulk_write
+
+        index_after_bulk_write(client, args.into)  # a Qdrant Edge folder builds its indexes once, now
     print(
         f"upgraded {args.collection!r} into {args.into!r} ({args.mode}): {report.points} node(s), {report.written} "
         f"written now, {report.already_there} already there; checked {report.checked} node(s), lowest cosine "

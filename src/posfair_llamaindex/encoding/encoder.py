@@ -101,10 +101,12 @@ class PosFairEncoder:
         dtype: Union[str, torch.dtype, None] = None,
         trust_remote_code: bool = False,
         padding_side: str = "right",
+        show_progress: bool = False,
     ) -> None:
         """``max_length``: tokens per text, or ``"model_card"`` (sentence-transformers' ``max_seq_length``, as
         ``SentenceTransformer.encode`` truncates) or ``"positions"`` (the most the model takes); None means
-        :data:`~posfair_llamaindex.options.DEFAULT_LENGTH_LIMIT`. The number in force is ``self.max_length``."""
+        :data:`~posfair_llamaindex.options.DEFAULT_LENGTH_LIMIT`. The number in force is ``self.max_length``.
+        ``show_progress``: transformers' progress bar while the weights load (off: loading is quiet)."""
         if pooling is not None and pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS} or None (detect), got {pooling!r}")
         if padding_side not in PADDING_SIDES:
@@ -119,7 +121,12 @@ class PosFairEncoder:
         check_model_exists(model_name)
         self.tokenizer = load_tokenizer(model_name, trust_remote_code)
         loaded = load_model(
-            model_name, self.tokenizer, dtype=self.dtype, device=self.device, trust_remote_code=trust_remote_code
+            model_name,
+            self.tokenizer,
+            dtype=self.dtype,
+            device=self.device,
+            trust_remote_code=trust_remote_code,
+            show_progress=show_progress,
         )
         self.model = loaded.model
         self._layers = loaded.layers

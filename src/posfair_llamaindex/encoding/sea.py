@@ -7,15 +7,17 @@ running on this package's own plain encoder (no download).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
-from chonkie import BaseEmbeddings, RecursiveChunker, SemanticChunker, SentenceChunker, TokenChunker
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from posfair_llamaindex.encoding.encoder import PosFairEncoder
 from posfair_llamaindex.options import DEFAULT_CHUNK_TOKENS, ChunkerKind
+
+if TYPE_CHECKING:  # chonkie and the model's libraries load when SEA chunks, not when its settings are checked
+    from posfair_llamaindex.encoding.encoder import PosFairEncoder
 
 
 class ChunkerConfig(BaseModel):
@@ -44,32 +46,49 @@ class ChunkerConfig(BaseModel):
         return data
 
 
-class EncoderEmbeddings(BaseEmbeddings):
-    """chonkie's embeddings interface over a plain :class:`PosFairEncoder`, so chunking downloads nothing."""
+@functools.cache
+def _encoder_embeddings_class() -> type:
+    """:class:`EncoderEmbeddings`, defined on first use: it subclasses chonkie's, and importing chonkie takes a
+    noticeable part of a second that only SEA mode needs."""
+    from chonkie import BaseEmbeddings
 
-    def __init__(self, encoder: PosFairEncoder, batch_size: int = 32) -> None:
-        super().__init__()
-        self._encoder = encoder
-        self._batch_size = batch_size
+    class EncoderEmbeddings(BaseEmbeddings):
+        """chonkie's embeddings interface over a plain :class:`PosFairEncoder`, so chunking downloads nothing."""
 
-    def embed(self, text: str) -> np.ndarray:
-        return self.embed_batch([text])[0]
+        def __init__(self, encoder: PosFairEncoder, batch_size: int = 32) -> None:
+            super().__init__()
+            self._encoder = encoder
+            self._batch_size = batch_size
 
-    def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
-        # chonkie may hand over whitespace-only fragments; they are encoded as the empty text
-        cleaned = [text if text.strip() else "" for text in texts]
-        vectors = np.empty((len(cleaned), self._encoder.dimension), dtype=np.float32)
-        for start in range(0, len(cleaned), self._batch_size):
-            batch = cleaned[start : start + self._batch_size]
-            vectors[start : start + len(batch)] = self._encoder.encode_batch(batch, None)
-        return list(vectors)
+        def embed(self, text: str) -> np.ndarray:
+            return self.embed_batch([text])[0]
 
-    @property
-    def dimension(self) -> int:
-        return self._encoder.dimension
+        def embed_batch(self, texts: list[str]) -> list[np.ndarray]:
+            # chonkie may hand over whitespace-only fragments; they are encoded as the empty text
+            cleaned = [text if text.strip() else "" for text in texts]
+            vectors = np.empty((len(cleaned), self._encoder.dimension), dtype=np.float32)
+            for start in range(0, len(cleaned), self._batch_size):
+                batch = cleaned[start : start + self._batch_size]
+                vectors[start : start + len(batch)] = self._encoder.encode_batch(batch, None)
+            return list(vectors)
 
-    def get_tokenizer(self) -> Any:
-        return self._encoder.tokenizer
+        @property
+        def dimension(self) -> int:
+            return self._encoder.dimension
+
+        def get_tokenizer(self) -> Any:
+            return self._encoder.tokenizer
+
+    # found by name like a class written at module level (pickle, reprs): the module's __getattr__ answers
+    EncoderEmbeddings.__qualname__ = EncoderEmbeddings.__name__
+    return EncoderEmbeddings
+
+
+def __getattr__(name: str) -> Any:
+    """``EncoderEmbeddings`` stays importable from here; it is made by :func:`_encoder_embeddings_class`."""
+    if name == "EncoderEmbeddings":
+        return _encoder_embeddings_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SegmentEmbedAverage:
@@ -91,10 +110,12 @@ class SegmentEmbedAverage:
         self.chunker = self._build_chunker()
 
     def _build_chunker(self):
+        from chonkie import RecursiveChunker, SemanticChunker, SentenceChunker, TokenChunker
+
         kind, size, tokenizer = self.config.kind, self.chunk_size, self.encoder.tokenizer
         if kind == "semantic":
             return SemanticChunker(
-                embedding_model=EncoderEmbeddings(self.encoder),
+                embedding_model=_encoder_embeddings_class()(self.encoder),
                 threshold=self.config.threshold,
                 chunk_size=size,
                 similarity_window=self.config.similarity_window,

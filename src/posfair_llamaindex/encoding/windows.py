@@ -11,13 +11,16 @@ document prompt in front, exactly as a short document would be.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from posfair_llamaindex.encoding.encoder import PosFairEncoder
 from posfair_llamaindex.options import DEFAULT_WINDOW_DOCUMENT, WINDOW_DOCUMENTS, WindowDocument
+
+if TYPE_CHECKING:  # a WindowConfig is checked, e.g. on the command line, before the model's libraries load
+    import numpy as np
+
+    from posfair_llamaindex.encoding.encoder import PosFairEncoder
 
 
 class WindowConfig(BaseModel):

@@ -20,17 +20,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from llama_index.core import Document, SimpleDirectoryReader
-from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import BaseNode, MetadataMode
-from tqdm.auto import tqdm
-
-from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.errors import IngestError
-from posfair_llamaindex.qdrant import PosFairQdrantVectorStore, point_id
-from posfair_llamaindex.qdrant.store import embedded_text_hash
+from posfair_llamaindex.modes import document_mode
+
+if TYPE_CHECKING:  # listing and screening files needs neither LlamaIndex nor the model's libraries
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.schema import BaseNode
+
+    from posfair_llamaindex.embedding import PosFairEmbedding
+    from posfair_llamaindex.qdrant import PosFairQdrantVectorStore
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,8 @@ def _load(path: Path) -> list[Document]:
     # One reader per file, so a file that fails to load fails alone. The documents are exactly what
     # SimpleDirectoryReader(input_files=..., filename_as_id=True) gives, which keeps their ids (and
     # therefore node and point ids) stable across versions.
+    from llama_index.core import SimpleDirectoryReader
+
     documents = SimpleDirectoryReader(input_files=[str(path)], filename_as_id=True).load_data()
     for document in documents:
         # file metadata stays in the payload for display but is not embedded: vectors must not change
@@ -191,11 +194,13 @@ def node_parser_for(
 
     Nodes fill one forward pass of the model by default. Only windows mode takes longer ones: its windows cover a
     node however long, where every other mode would cut the node's end away."""
+    from llama_index.core.node_parser import SentenceSplitter
+
     tokenizer = embed_model.encoder.tokenizer
     prefix = len(tokenizer(embed_model.text_instruction or "", add_special_tokens=False)["input_ids"])
     limit = embed_model.encoder.content_limit - prefix
     size = chunk_size or limit
-    if size > limit and not embed_model.mode_spec.windows:
+    if size > limit and not document_mode(embed_model.mode).windows:
         raise ValueError(
             f"chunk_size={size} exceeds what one forward pass of the model takes ({limit} tokens); only windows mode "
             "(--mode windows) embeds longer nodes whole"
@@ -238,6 +243,10 @@ def ingest_documents(
     that no node of it addresses any more (a shortened file's surplus). Errors caused by a document raise
     :class:`IngestError` naming its file; errors of the store itself propagate unchanged.
     """
+    from tqdm.auto import tqdm
+
+    from posfair_llamaindex.qdrant.store import embedded_text_hash, point_id
+
     if documents_per_batch < 1:
         raise ValueError(f"documents_per_batch must be at least 1, got {documents_per_batch}")
     parser = node_parser or node_parser_for(embed_model)
@@ -278,6 +287,8 @@ def _refuse_duplicates(documents: Sequence[Document]) -> None:
 def split_documents(batch: Sequence[Document], parser: SentenceSplitter) -> list[PendingNode]:
     # one document at a time, so that a failure names its file; node ids and relationships are the same
     # as when splitting the batch at once (both only depend on the document itself)
+    from llama_index.core.schema import MetadataMode
+
     nodes: list[PendingNode] = []
     for document in batch:
         label = document_label(document)
@@ -297,6 +308,8 @@ _POSITION = re.compile(r"\bposition (\d+)\b")
 
 
 def embed_nodes(nodes: list[PendingNode], embed_model: PosFairEmbedding) -> None:
+    from llama_index.core.schema import MetadataMode
+
     texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
     try:
         vectors = embed_model.get_text_embedding_batch(texts)

@@ -10,10 +10,12 @@ torch path, and a probe checks that each layer makes exactly one attention call 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -87,8 +89,30 @@ def _needs_trust(model_name: str) -> ValueError:
     )
 
 
+@contextlib.contextmanager
+def loading_progress(show: bool) -> Iterator[None]:
+    """transformers' "Loading weights" bar only when asked: a RAG application makes embeddings often, and a bar at
+    each one reads as trouble. The switch is transformers' own (process-wide); its state is restored after."""
+    from transformers.utils import logging as transformers_logging
+
+    was_on = transformers_logging.is_progress_bar_enabled()
+    if show != was_on:
+        (transformers_logging.enable_progress_bar if show else transformers_logging.disable_progress_bar)()
+    try:
+        yield
+    finally:
+        if show != was_on:
+            (transformers_logging.enable_progress_bar if was_on else transformers_logging.disable_progress_bar)()
+
+
 def load_model(
-    model_name: str, tokenizer, *, dtype: torch.dtype, device: torch.device, trust_remote_code: bool
+    model_name: str,
+    tokenizer,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    trust_remote_code: bool,
+    show_progress: bool = False,
 ) -> LoadedModel:
     """Load ``model_name`` through the first door that reaches every layer's attention, or refuse."""
     config = _load_config(model_name, trust_remote_code)
@@ -98,14 +122,15 @@ def load_model(
 
     def loaded(**kwargs) -> torch.nn.Module:
         # a fresh config copy per load: from_pretrained writes its attention choice into the config
-        result = AutoModel.from_pretrained(
-            model_name,
-            dtype=dtype,
-            trust_remote_code=trust_remote_code,
-            output_loading_info=True,
-            **({"config": copy.deepcopy(config)} if switches else {}),
-            **kwargs,
-        )
+        with loading_progress(show_progress):
+            result = AutoModel.from_pretrained(
+                model_name,
+                dtype=dtype,
+                trust_remote_code=trust_remote_code,
+                output_loading_info=True,
+                **({"config": copy.deepcopy(config)} if switches else {}),
+                **kwargs,
+            )
         model, info = result if isinstance(result, tuple) else (result, None)  # own from_pretrained: no report
         _check_the_class(model_name, model, config, trust_remote_code)
         return _prepared(model_name, model, info, tokenizer, dtype=dtype, device=device, folder=folder, hint=hint)

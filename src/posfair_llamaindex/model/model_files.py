@@ -11,11 +11,12 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
-
-import torch
+from typing import TYPE_CHECKING, Optional
 
 from posfair_llamaindex.options import POOLINGS
+
+if TYPE_CHECKING:  # torch loads with the first Dense head: checking that a model folder exists must not wait for it
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -25,12 +26,13 @@ _ST_POOLING_FLAGS = {
     "pooling_mode_mean_tokens": "mean",
 }
 _ST_POOLING_NAMES = {"cls": "first", "lasttoken": "last", "mean": "mean"}
+# the Dense activations sentence-transformers writes, and their names in torch.nn
 _ACTIVATIONS = {
-    "torch.nn.modules.linear.Identity": torch.nn.Identity,
-    "torch.nn.modules.activation.Tanh": torch.nn.Tanh,
-    "torch.nn.modules.activation.ReLU": torch.nn.ReLU,
-    "torch.nn.modules.activation.GELU": torch.nn.GELU,
-    "torch.nn.modules.activation.Sigmoid": torch.nn.Sigmoid,
+    "torch.nn.modules.linear.Identity": "Identity",
+    "torch.nn.modules.activation.Tanh": "Tanh",
+    "torch.nn.modules.activation.ReLU": "ReLU",
+    "torch.nn.modules.activation.GELU": "GELU",
+    "torch.nn.modules.activation.Sigmoid": "Sigmoid",
 }
 
 
@@ -100,6 +102,8 @@ def _pooling_from_config(config: dict, path: Path) -> str:
 
 
 def _load_dense(path: Path) -> torch.nn.Module:
+    import torch
+
     config = json.loads((path / "config.json").read_text())
     activation_name = config.get("activation_function", "torch.nn.modules.linear.Identity")
     if activation_name not in _ACTIVATIONS:
@@ -113,7 +117,7 @@ def _load_dense(path: Path) -> torch.nn.Module:
     else:
         state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
     linear.load_state_dict({name.removeprefix("linear."): tensor for name, tensor in state.items()})
-    return torch.nn.Sequential(linear, _ACTIVATIONS[activation_name]())
+    return torch.nn.Sequential(linear, getattr(torch.nn, _ACTIVATIONS[activation_name])())
 
 
 def looks_like_path(model_name: str) -> bool:

@@ -1,5 +1,5 @@
-"""Tagged Qdrant collections: retries (``retry``), the tag in collection metadata (``collection``) and the
-LlamaIndex vector store on top of it (``store``).
+"""Tagged Qdrant collections: retries (``retry``), the tag in collection metadata (``collection``), the LlamaIndex
+vector store on top of it (``store``) and the embedded engine (``edge_client``: a QdrantClient on Qdrant Edge).
 
 Names load on first use, so the retry rules can be used (say, to check that a server answers) without
 loading LlamaIndex or the embedding model's libraries.
@@ -20,6 +20,8 @@ _WHERE = {
     "ensure_tagged_collection": "posfair_llamaindex.qdrant.collection",
     "list_tagged_collections": "posfair_llamaindex.qdrant.collection",
     "QdrantUnavailableError": "posfair_llamaindex.qdrant.retry",
+    "EdgeQdrantClient": "posfair_llamaindex.qdrant.edge_client",
+    "AsyncEdgeQdrantClient": "posfair_llamaindex.qdrant.edge_client",
     "RetryPolicy": "posfair_llamaindex.qdrant.retry",
     "awith_retries": "posfair_llamaindex.qdrant.retry",
     "with_retries": "posfair_llamaindex.qdrant.retry",
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
         ensure_tagged_collection,
         list_tagged_collections,
     )
+    from posfair_llamaindex.qdrant.edge_client import AsyncEdgeQdrantClient, EdgeQdrantClient
     from posfair_llamaindex.qdrant.retry import (
         QdrantUnavailableError,
         RetryPolicy,

@@ -20,6 +20,7 @@ from posfair_llamaindex.qdrant.retry import (
     RetryPolicy,
     awith_retries,
     describe_client,
+    is_edge,
     is_local,
     with_retries,
 )
@@ -152,14 +153,16 @@ def create_kwargs(name: str, spec: CollectionSpec) -> dict[str, Any]:
     }
 
 
-def _procedure(name: str, spec: CollectionSpec, recreate: bool, local: bool) -> Generator[Step, Any, bool]:
+def _procedure(
+    name: str, spec: CollectionSpec, recreate: bool, local: bool, edge: bool = False
+) -> Generator[Step, Any, bool]:
     """Create the tagged collection or check the existing one's tag, as a sequence of client calls.
 
     Written once as a generator that yields each call and receives its result (or its exception thrown
     in), so the sync and the async client run exactly the same procedure. Returns True when it created.
     An existing collection gets the payload indexes asked for, as LlamaIndex's store gives them on opening.
     """
-    if local:
+    if local or edge:  # neither embedded engine has shards: refused before anything is created
         spec.options.check_local()
     if (yield "collection_exists", (name,), {}):
         info = yield "get_collection", (name,), {}
@@ -222,7 +225,7 @@ def ensure_spec(
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> bool:
     """:func:`ensure_tagged_collection` from a ready spec (the store re-creates its collection after ``clear``)."""
-    steps = _procedure(collection_name, spec, recreate, is_local(client))
+    steps = _procedure(collection_name, spec, recreate, is_local(client), is_edge(client))
     target = describe_client(client)
     outcome: Any = None
     failed = False
@@ -271,7 +274,7 @@ async def aensure_spec(
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> bool:
     """The async twin of :func:`ensure_spec`."""
-    steps = _procedure(collection_name, spec, recreate, is_local(aclient))
+    steps = _procedure(collection_name, spec, recreate, is_local(aclient), is_edge(aclient))
     target = describe_client(aclient)
     outcome: Any = None
     failed = False

@@ -111,6 +111,11 @@ def is_local(client: Any) -> bool:
     return type(getattr(client, "_client", None)).__name__ in ("QdrantLocal", "AsyncQdrantLocal")
 
 
+def is_edge(client: Any) -> bool:
+    """True for a client on Qdrant Edge (``EdgeQdrantClient``): embedded, with a server's engine but no cluster."""
+    return type(getattr(client, "_client", None)).__name__ in ("EdgeBackend", "AsyncEdgeBackend")
+
+
 def _refused(error: UnexpectedResponse, what: str, target: str) -> Exception:
     hint = " (check the API key)" if error.status_code in (401, 403) else ""
     detail = error.content.decode("utf-8", "replace")[:300] if error.content else ""

@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Optional, cast
+from typing import Any, ClassVar, Optional, cast
 
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult
@@ -104,6 +104,8 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
     after ``clear``; pickling keeps them too.
     """
 
+    # holds every mode's document embedding (dual's two vectors, windows' multivector): see modes.HOLDS_EVERY_MODE
+    holds_every_posfair_mode: ClassVar[bool] = True
     posfair_tag: Optional[dict[str, Any]] = Field(
         default=None, description="The collection's tag (its metadata): what made its vectors."
     )

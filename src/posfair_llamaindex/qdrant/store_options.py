@@ -177,8 +177,8 @@ class CollectionOptions(BaseModel):
         """Refuse what embedded Qdrant cannot do, before anything is created there."""
         if self.custom_sharding or self.shard_keys:
             raise ValueError(
-                "sharding_method=CUSTOM and shard_keys need a Qdrant server: embedded Qdrant (path= or :memory:) "
-                "has no shards and refuses create_shard_key"
+                "sharding_method=CUSTOM and shard_keys need a Qdrant server: embedded Qdrant (path=, :memory: or "
+                "Qdrant Edge) has no shards and refuses create_shard_key"
             )
 
 

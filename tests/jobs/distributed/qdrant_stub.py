@@ -44,6 +44,8 @@ class QdrantStub:
         self.refused: Counter = Counter()
         self.applied: Counter = Counter()
         self._released = threading.Event()
+        # set when a request is first held: the writer has had its first requests applied and now waits on the stub
+        self.stalled = threading.Event()
         self.created: list[dict] = []  # the create_collection bodies
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -100,6 +102,7 @@ class QdrantStub:
         if kind is None:
             return 404, {"error": f"no route {method} {path}"}
         if kind in self.stall_after and self.applied[kind] >= self.stall_after[kind]:
+            self.stalled.set()
             self._released.wait(timeout=300)
             return 503, {"error": f"stub held {kind} and dropped it"}
         with self._lock:

@@ -8,11 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
-from qdrant_client import QdrantClient
+import pytest
 
 from posfair_llamaindex.cli import main
+from posfair_llamaindex.qdrant.embedded import open_embedded
 from tests.jobs.distributed.conftest import NODE_TOKENS, assert_same_collection
 from tests.jobs.distributed.qdrant_stub import QdrantStub
 
@@ -42,9 +42,14 @@ def test_a_killed_engine_ray_ingest_resumes_to_what_engine_local_writes(ray_clus
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         with open(tmp_path / "killed.err", "w") as stderr:
             child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-            deadline = time.monotonic() + 180  # never hang the suite on a stuck child
-            while not stub.applied["upsert"] and child.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
+            # wait for the event (its first upsert applied, the next held), however slow a busy machine makes
+            # Ray's start; a safety bound only turns a child that never gets there into a clear failure
+            waited = 0
+            while not stub.stalled.wait(timeout=1.0) and child.poll() is None:
+                waited += 1
+                if waited > 1800:
+                    child.kill()
+                    pytest.fail("the Ray ingest reached no upsert in 30 minutes")
             child.kill()  # SIGKILL: the driver dies with its writes held by the server
             child.wait(timeout=60)
         stub.release()
@@ -56,7 +61,7 @@ def test_a_killed_engine_ray_ingest_resumes_to_what_engine_local_writes(ray_clus
         code, out, err = run(capsys, "ingest", str(corpus), *server, "--batch-size", "3")
         assert code == 0, err
         assert stub.refused["upsert"] == 2 and stub.refused["retrieve"] == 1
-        local = QdrantClient(path=str(tmp_path / "local"))
+        local = open_embedded(tmp_path / "local")
         try:
             count = assert_same_collection(local, stub.local, "docs")
         finally:

@@ -24,6 +24,7 @@ from tests.jobs.distributed.qdrant_stub import QdrantStub
 pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'posfair-llamaindex[ray]'")
 
 from posfair_llamaindex.jobs.distributed import EmbedDocuments, QdrantTarget, RayIngestSettings, ray_ingest  # noqa: E402
+from posfair_llamaindex.qdrant.embedded import open_embedded
 
 
 def raising_once(marker: str) -> type[EmbedDocuments]:
@@ -76,7 +77,7 @@ def test_ingest_into_an_embedded_folder_equals_one_process_and_survives_a_raisin
         [str(corpus)], embed_model, target, settings, node_tokens=NODE_TOKENS, embedder=raising_once(marker)
     )
     assert Path(marker).read_text() != str(os.getpid())  # it raised in an actor, and Ray Data ran the batch again
-    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    client = open_embedded(tmp_path / "qdrant")  # a new folder: the Qdrant Edge store the driver made
     try:
         count = assert_same_collection(expected, client, "docs")
     finally:

@@ -71,7 +71,9 @@ class QdrantTarget(BaseModel):
             return QdrantClient(
                 url=self.url, api_key=self.api_key, timeout=self.timeout, check_compatibility=check_compatibility
             )
-        return QdrantClient(path=self.path)
+        from posfair_llamaindex.qdrant.embedded import open_embedded
+
+        return open_embedded(self.path)  # the engine that wrote the folder; a new one is a Qdrant Edge store
 
 
 class RayIngestSettings(BaseModel):

@@ -1,0 +1,21 @@
+"""Loading a model is quiet unless asked: no "Loading weights" bar each time an embedding is made."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("show", [False, True])
+def test_the_weights_bar_shows_only_when_asked(tiny_model_dir, show):
+    code = (
+        "import sys; from posfair_llamaindex.encoding.encoder import PosFairEncoder; "
+        "from transformers.utils import logging; "
+        f"PosFairEncoder(sys.argv[1], device='cpu', show_progress={show}); "
+        "assert logging.is_progress_bar_enabled(), 'the process-wide switch was left off'"
+    )
+    done = subprocess.run([sys.executable, "-c", code, tiny_model_dir("bert")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("Loading weights" in done.stderr) == show, done.stderr[-2000:]
