@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -16,6 +17,9 @@ def test_the_weights_bar_shows_only_when_asked(tiny_model_dir, show):
         f"PosFairEncoder(sys.argv[1], device='cpu', show_progress={show}); "
         "assert logging.is_progress_bar_enabled(), 'the process-wide switch was left off'"
     )
-    done = subprocess.run([sys.executable, "-c", code, tiny_model_dir("bert")], capture_output=True, text=True)
+    # a user's environment, not the one the command line leaves behind in this test process (it turns bars off)
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY")}
+    argv = [sys.executable, "-c", code, tiny_model_dir("bert")]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert ("Loading weights" in done.stderr) == show, done.stderr[-2000:]
