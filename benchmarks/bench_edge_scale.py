@@ -48,6 +48,7 @@ Encoded vectors, corpora and exact scores are cached outside the project (``--ca
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import hashlib
 import json
@@ -608,8 +609,14 @@ def child_main(spec_path: str) -> None:
     Path(spec["output"]).write_text(json.dumps(result))
 
 
-def run_child(spec: dict, work: Path, cap: Optional[float], overall: float) -> dict:
-    """Run one child step; stop it when its optimize (or, with indexing on, its whole ingest) passes ``cap`` s."""
+def run_child(spec: dict, work: Path, cap: Optional[float], overall: float, monitor: Path) -> dict:
+    """Run one child step; stop it when its optimize (or, with indexing on, its whole ingest) passes ``cap`` s.
+
+    Every second the child's RSS and the machine's available memory are sampled (a line to ``monitor`` every 10 s):
+    the sampled peak covers a child that dies before it can report its own.
+    """
+    import psutil
+
     name = f"{spec['job']}-{spec['collection']}-{spec['size']}" + ("-auto" if spec.get("auto_optimize") else "")
     spec = dict(
         spec,
@@ -624,9 +631,17 @@ def run_child(spec: dict, work: Path, cap: Optional[float], overall: float) -> d
     started = time.time()
     child = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", str(spec_path)])
     stopped = None
+    sampled = {"sampled_peak_rss": 0, "min_available": psutil.virtual_memory().available}
+    watched = psutil.Process(child.pid)
     while child.poll() is None:
         time.sleep(1.0)
         now = time.time()
+        with contextlib.suppress(psutil.Error):  # it may have just exited
+            sampled["sampled_peak_rss"] = max(sampled["sampled_peak_rss"], watched.memory_info().rss)
+        sampled["min_available"] = min(sampled["min_available"], psutil.virtual_memory().available)
+        if int(now - started) % 10 == 0:
+            with monitor.open("a") as handle:
+                handle.write(json.dumps({"step": name, "s": round(now - started), **sampled, **load_now()}) + "\n")
         marker = Path(spec["marker"])
         clock = float(marker.read_text()) if marker.is_file() and marker.read_text() else None
         if spec.get("auto_optimize"):
@@ -639,9 +654,10 @@ def run_child(spec: dict, work: Path, cap: Optional[float], overall: float) -> d
             child.kill()  # this process's own child, by its handle
             child.wait()
     if stopped is None and child.returncode == 0:
-        return json.loads(Path(spec["output"]).read_text())
+        return dict(json.loads(Path(spec["output"]).read_text()), **sampled)
     partial = json.loads(Path(spec["partial"]).read_text()) if Path(spec["partial"]).is_file() else {}
-    return dict(partial, stopped=stopped or f"exit code {child.returncode}", wall_s=round(time.time() - started, 1))
+    stopped = stopped or f"exit code {child.returncode}"
+    return dict(partial, **sampled, stopped=stopped, wall_s=round(time.time() - started, 1))
 
 
 # ----------------------------------------------------------------------------- one size
@@ -688,7 +704,9 @@ def run_size(real: dict, size: int, args, work_root: Path) -> dict:
         "write_path": {},
     }
     print(f"\n== {size:,} windows, {prepared['nodes']:,} nodes ({result['real_windows']:,} real windows)", flush=True)
-    collections = [c for c, arms in COLLECTIONS.items() if set(arms) & set(args.arms)]
+    monitor = Path(args.work) / "monitor.jsonl"
+    # the stores in the order --arms names them first
+    collections = list(dict.fromkeys(c for arm in args.arms for c, arms in COLLECTIONS.items() if arm in arms))
     for collection in tqdm(collections, desc=f"{size:,} windows: stores", unit="store"):
         spec = {
             "job": "build",
@@ -701,11 +719,11 @@ def run_size(real: dict, size: int, args, work_root: Path) -> dict:
             "warmup": args.warmup,
             "auto_optimize": False,
         }
-        built = run_child(spec, work, args.build_cap, args.step_timeout)
+        built = run_child(spec, work, args.build_cap, args.step_timeout, monitor)
         store: dict = {"build": {k: v for k, v in built.items() if k != "raw_searches"}}
         rows = summarize(built.get("raw_searches", {}), prepared)
         if "stopped" not in built:
-            served = run_child(dict(spec, job="serve"), work, None, args.step_timeout)
+            served = run_child(dict(spec, job="serve"), work, None, args.step_timeout, monitor)
             store["serve"] = {k: v for k, v in served.items() if k != "searches"}
             rows += summarize(served.get("searches", {}), prepared)
         store["rows"] = rows
@@ -717,6 +735,7 @@ def run_size(real: dict, size: int, args, work_root: Path) -> dict:
                 work,
                 args.build_cap,
                 args.step_timeout,
+                monitor,
             )
             result["write_path"][collection] = {
                 "no index, then one optimize": {
@@ -873,7 +892,8 @@ def versions() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="windows per corpus")
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="folder for edge_scale.json / edge_scale.md")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="folder of the results")
+    parser.add_argument("--name", default="edge_scale", help="the results' file name: NAME.json and NAME.md")
     parser.add_argument("--arms", nargs="+", choices=("a", "b", "c", "d"), default=["a", "b", "c", "d"])
     parser.add_argument("--data", default=str(DEFAULT_DATA), help="the shared data folder (read, never copied)")
     parser.add_argument("--cache", default=str(DEFAULT_CACHE), help="encoded vectors, corpora, exact scores")
@@ -942,13 +962,13 @@ def main() -> None:
         for size in tqdm(args.sizes, desc="sizes", unit="size"):
             result["runs"].append(run_size(real, size, args, work_root))
             result["load_end"] = load_now()
-            (out / "edge_scale.json").write_text(json.dumps(result, indent=2) + "\n")
-            (out / "edge_scale.md").write_text(markdown(result) + "\n")
+            (out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+            (out / f"{args.name}.md").write_text(markdown(result) + "\n")
             print("\n".join(size_table(result["runs"][-1])), flush=True)
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
         Path(args.queries_file).unlink(missing_ok=True)
-    print(f"wrote {out / 'edge_scale.json'} and {out / 'edge_scale.md'}")
+    print(f"wrote {out / args.name}.json and .md")
 
 
 if __name__ == "__main__":
