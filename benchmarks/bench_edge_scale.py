@@ -32,17 +32,22 @@ ef_construct=100, full_scan_threshold and indexing_threshold 10000 KB), queried 
 
 Per store: upsert seconds (64 nodes per ``upsert`` call, LlamaIndex's batch), ``optimize`` seconds (capped by
 ``--build-cap``, the process stopped past it), RSS delta of the building process after upsert and after optimize,
-RSS delta of a fresh serving process that opens the store and runs every query, disk (allocated bytes of the store
-folder, as du counts them, after closing), and per setting query p50 / p95 (wall ms, ``--queries`` real queries,
-the settings interleaved query by query after a warm-up) and recall@10. The write path: the same upserts on a store
-opened with ``auto_optimize=True`` (indexing after every write call, as a server does), total seconds, against
-upsert without index plus one optimize. The 1-minute load average is recorded at the start and end of every step.
+RSS delta of a fresh serving process that opens the store and runs every query (split into anonymous memory and
+pages of mapped files: Edge maps its segments, so most of it is page cache), disk (allocated bytes of the store
+folder, as du counts them, after closing), and per setting query p50 / p95 (wall ms, ``--squad-queries`` +
+``--scifact-queries`` real queries, the settings interleaved query by query after a warm-up) and recall@10. The write
+path: the same upserts on a store opened with ``auto_optimize=True`` (indexing after every write call, as a server
+does), total seconds, against upsert without index plus one optimize; a step is stopped when the disk has less than
+``--min-free-disk`` GiB left (at 1M windows indexing after every write grew the store past 50 GB). The 1-minute
+load average is recorded at the start and end of every step. Results: ``--out``/``--name``.json and .md.
 
-    python benchmarks/bench_edge_scale.py --sizes 10000 100000
-    python benchmarks/bench_edge_scale.py --sizes 1000000 --arms c d --out /tmp/edge_scale   # one arm subset
+    python benchmarks/bench_edge_scale.py --sizes 10000 100000    # ~10 min after the one-off encoding
+    # ~30 min, 8 GB RAM; add --write-path-max 1000000 to time the write path at 1M too (55 GB of free disk):
+    python benchmarks/bench_edge_scale.py --sizes 1000000 --arms d c a b --name edge_scale_1m --write-path prefetch
 
-Encoded vectors, corpora and exact scores are cached outside the project (``--cache``); the stores are built under
-``--work`` and removed after each size.
+The one-off encoding of the ~40k real windows takes 35-55 minutes on two shared cores; encoded vectors (in parts, so
+an interrupted run resumes), corpora and exact scores are cached outside the project (``--cache``); the stores are
+built under ``--work`` and removed after each size.
 """
 
 from __future__ import annotations
@@ -100,6 +105,21 @@ def rss() -> int:
     import psutil
 
     return psutil.Process().memory_info().rss
+
+
+def rss_parts() -> dict:
+    """Resident bytes by kind: ``anon`` (heap: the engine's own memory) and ``file`` (pages of mapped files, here the
+    store's segments: page cache the kernel can drop and read again)."""
+    parts = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("RssAnon", "RssFile"):
+            parts[key[3:].lower()] = int(value.split()[0]) * 1024
+    return parts
+
+
+def parts_above(base: dict) -> dict:
+    return {key: value - base.get(key, 0) for key, value in rss_parts().items()}
 
 
 def peak_rss() -> int:
@@ -223,6 +243,7 @@ def encode_real(args) -> tuple[dict, dict]:
         "real_nodes": len(texts["texts"]),
         "squad_nodes": texts["squad_nodes"],
         "cache_key": key,
+        "query_key": query_digest,
         "product_check": product_check(embedding),
     }
     if not windows_file.is_file():
@@ -354,7 +375,8 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 
 def prepare_size(real: dict, size: int, args) -> dict:
     """The corpus of ``size`` windows (cached as .npy for the child processes) and its exact truth."""
-    folder = Path(args.cache) / f"corpus-{args.cache_key}-{size}-seed{args.seed}"
+    # the gold nodes come first and the exact scores are per query: the folder is keyed by the queries too
+    folder = Path(args.cache) / f"corpus-{args.cache_key}-{args.query_key}-{size}-seed{args.seed}"
     if not (folder / "done").is_file():
         folder.mkdir(parents=True, exist_ok=True)
         corpus = make_corpus(real, size, args.seed)
@@ -535,7 +557,7 @@ def child_build(spec: dict) -> dict:
     queries = np.load(spec["queries"])["queries"]
     out: dict = {"collection": collection, "auto_optimize": spec["auto_optimize"], "load": [load_now()]}
     warm_code_paths(collection)
-    base = rss()
+    base, base_parts = rss(), rss_parts()
     client = EdgeQdrantClient(path=folder, auto_optimize=spec["auto_optimize"])
     arguments: dict[str, Any] = {"vectors_config": vectors_config(collection)}
     client.create_collection(collection, **arguments)
@@ -548,12 +570,15 @@ def child_build(spec: dict) -> dict:
     out["upsert_s"] = round(time.perf_counter() - started, 2)
     gc.collect()
     out["rss_after_upsert"] = rss() - base
+    out["rss_parts_after_upsert"] = parts_above(base_parts)
     if spec["auto_optimize"]:  # the write path with indexing on: a last optimize finishes what is left
         started = time.perf_counter()
         client.optimize(collection)
         out["final_optimize_s"] = round(time.perf_counter() - started, 2)
         out["load"].append(load_now())
+        out["segments"] = client.get_collection(collection).segments_count
         client.close()
+        out["disk_after_ingest"] = du(folder)
         return out
     info = client.get_collection(collection)
     out["raw"] = {"segments": info.segments_count, "points": info.points_count}
@@ -569,6 +594,7 @@ def child_build(spec: dict) -> dict:
     out["load"].append(load_now())
     gc.collect()
     out["rss_after_optimize"] = rss() - base
+    out["rss_parts_after_optimize"] = parts_above(base_parts)
     out["peak_rss_above_base"] = peak_rss() - base
     info = client.get_collection(collection)
     out["optimized"] = {
@@ -590,7 +616,7 @@ def child_serve(spec: dict) -> dict:
     queries = np.load(spec["queries"])["queries"]
     out: dict = {"load": [load_now()]}
     warm_code_paths(collection)
-    base = rss()
+    base, base_parts = rss(), rss_parts()
     started = time.perf_counter()
     client = EdgeQdrantClient(path=spec["store"])
     client.get_collection(collection)
@@ -598,6 +624,7 @@ def child_serve(spec: dict) -> dict:
     out["searches"] = measure(client, collection, settings_for(collection, "served"), queries, spec["warmup"])
     gc.collect()
     out["rss_serving"] = rss() - base
+    out["rss_parts_serving"] = parts_above(base_parts)
     out["load"].append(load_now())
     client.close()
     return out
@@ -609,11 +636,12 @@ def child_main(spec_path: str) -> None:
     Path(spec["output"]).write_text(json.dumps(result))
 
 
-def run_child(spec: dict, work: Path, cap: Optional[float], overall: float, monitor: Path) -> dict:
+def run_child(spec: dict, work: Path, cap: Optional[float], overall: float, monitor: Path, min_free: float) -> dict:
     """Run one child step; stop it when its optimize (or, with indexing on, its whole ingest) passes ``cap`` s.
 
     Every second the child's RSS and the machine's available memory are sampled (a line to ``monitor`` every 10 s):
-    the sampled peak covers a child that dies before it can report its own.
+    the sampled peak covers a child that dies before it can report its own. A child is also stopped when the disk
+    of ``work`` has less than ``min_free`` GiB left (indexing after every write can fill it).
     """
     import psutil
 
@@ -650,6 +678,10 @@ def run_child(spec: dict, work: Path, cap: Optional[float], overall: float, moni
             stopped = f"stopped after {now - clock:.0f} s > cap {cap:.0f} s"
         elif now - started > overall:
             stopped = f"stopped after {now - started:.0f} s in all"
+        elif shutil.disk_usage(work).free < min_free * 2**30:
+            store = du(Path(spec["store"]))["bytes"] if Path(spec["store"]).is_dir() else 0
+            stopped = f"stopped after {now - started:.0f} s: under {min_free:g} GiB of disk left"
+            stopped += f", store {store / 2**30:.1f} GiB"
         if stopped:
             child.kill()  # this process's own child, by its handle
             child.wait()
@@ -719,11 +751,11 @@ def run_size(real: dict, size: int, args, work_root: Path) -> dict:
             "warmup": args.warmup,
             "auto_optimize": False,
         }
-        built = run_child(spec, work, args.build_cap, args.step_timeout, monitor)
+        built = run_child(spec, work, args.build_cap, args.step_timeout, monitor, args.min_free_disk)
         store: dict = {"build": {k: v for k, v in built.items() if k != "raw_searches"}}
         rows = summarize(built.get("raw_searches", {}), prepared)
         if "stopped" not in built:
-            served = run_child(dict(spec, job="serve"), work, None, args.step_timeout, monitor)
+            served = run_child(dict(spec, job="serve"), work, None, args.step_timeout, monitor, args.min_free_disk)
             store["serve"] = {k: v for k, v in served.items() if k != "searches"}
             rows += summarize(served.get("searches", {}), prepared)
         store["rows"] = rows
@@ -736,12 +768,15 @@ def run_size(real: dict, size: int, args, work_root: Path) -> dict:
                 args.build_cap,
                 args.step_timeout,
                 monitor,
+                args.min_free_disk,
             )
             result["write_path"][collection] = {
                 "no index, then one optimize": {
                     "upsert_s": built.get("upsert_s"),
                     "optimize_s": built.get("optimize_s"),
                     "total_s": None if "optimize_s" not in built else round(built["upsert_s"] + built["optimize_s"], 2),
+                    "segments": built.get("optimized", {}).get("segments"),
+                    "disk_bytes": built.get("disk_after_optimize", {}).get("bytes"),
                 },
                 "indexing on (auto_optimize=True)": auto,
             }
@@ -753,6 +788,11 @@ def run_size(real: dict, size: int, args, work_root: Path) -> dict:
 # ----------------------------------------------------------------------------- report
 def serves(row: dict) -> bool:
     return row["p50_ms"] <= SERVE_P50_MS and row["recall@10"] >= SERVE_RECALL
+
+
+def parts(split: Optional[dict]) -> str:
+    """`` (anon A / file F)`` in MB, or nothing for a run without the split."""
+    return "" if not split else f" ({mb(split.get('anon'))} / {mb(split.get('file'))})"
 
 
 def mb(value: Optional[float]) -> str:
@@ -782,8 +822,8 @@ def size_table(run: dict) -> list:
     lines += [
         "",
         "| store | upsert s | optimize s | segments raw / optimized | RSS delta MB after upsert / after optimize / "
-        "peak | serving RSS delta MB (fresh process) | open s | disk MB after upsert / after optimize (WAL) | "
-        "load at optimize (start/end) |",
+        "peak | serving RSS delta MB, fresh process (anon / mapped files) | open s | disk MB after upsert / after "
+        "optimize (WAL) | load at optimize (start/end) |",
         "|---|---:|---:|---|---|---:|---:|---|---|",
     ]
     for collection, store in run["stores"].items():
@@ -797,21 +837,22 @@ def size_table(run: dict) -> list:
         lines.append(
             f"| {collection} | {b.get('upsert_s', '')} | {optimize} | {segments} | "
             f"{mb(b.get('rss_after_upsert'))} / {mb(b.get('rss_after_optimize'))} / "
-            f"{mb(b.get('peak_rss_above_base'))} | {mb(s.get('rss_serving'))} | {s.get('open_s', '')} | {disk} | "
+            f"{mb(b.get('peak_rss_above_base'))} | {mb(s.get('rss_serving'))}{parts(s.get('rss_parts_serving'))} | "
+            f"{s.get('open_s', '')} | {disk} | "
             f"{load} |"
         )
     if run["write_path"]:
         lines += [
             "",
-            "| write path | upsert s | optimize s | total s | load (start/end) |",
-            "|---|---:|---:|---:|---|",
+            "| write path | upsert s | optimize s | total s | segments | disk MB | load (start/end) |",
+            "|---|---:|---:|---:|---:|---:|---|",
         ]
         for collection, paths in run["write_path"].items():
             plain = paths["no index, then one optimize"]
             auto = paths["indexing on (auto_optimize=True)"]
             lines.append(
                 f"| {collection}: no index, then one optimize | {plain['upsert_s']} | {plain['optimize_s']} | "
-                f"{plain['total_s']} | |"
+                f"{plain['total_s']} | {plain.get('segments', '')} | {mb(plain.get('disk_bytes'))} | |"
             )
             total = (
                 round(auto["upsert_s"] + auto["final_optimize_s"], 2)
@@ -821,7 +862,8 @@ def size_table(run: dict) -> list:
             load = " / ".join(f"{x['load'][0]:.2f}" for x in auto.get("load", []))
             lines.append(
                 f"| {collection}: indexing on (auto_optimize=True) | {auto.get('upsert_s', '')} | "
-                f"{auto.get('final_optimize_s', '')} (final) | {total} | {load} |"
+                f"{auto.get('final_optimize_s', '')} (final) | {total} | {auto.get('segments', '')} | "
+                f"{mb(auto.get('disk_after_ingest', {}).get('bytes'))} | {load} |"
             )
     lines += ["", "Proxy ceiling (numpy): exact prefetch of N nodes by a cheap vector, then exact MaxSim", ""]
     lines += ["| vector | " + " | ".join(f"N={r['N']}" for r in run["proxy_ceilings"] if r["vector"] == "mean") + " |"]
@@ -905,6 +947,7 @@ def main() -> None:
     parser.add_argument(
         "--build-cap", type=float, default=900.0, help="seconds one optimize (or indexed ingest) may take"
     )
+    parser.add_argument("--min-free-disk", type=float, default=20.0, help="GiB: a step is stopped below this")
     parser.add_argument("--step-timeout", type=float, default=3 * 3600.0, help="seconds any child step may take")
     parser.add_argument(
         "--write-path",
@@ -923,7 +966,7 @@ def main() -> None:
         return
     load_start = load_now()
     real, meta = encode_real(args)
-    args.cache_key = meta["cache_key"]
+    args.cache_key, args.query_key = meta["cache_key"], meta["query_key"]
     print(json.dumps({"real": meta, "windows": int(real["counts"].sum()), "queries": len(real["queries"])}), flush=True)
     if args.prepare_only:
         return
