@@ -40,6 +40,11 @@ CUSTOM_SPARSE_ENCODER = "custom"
 DEFAULT_FUSION_CANDIDATES = 100
 DEFAULT_MAX_CANDIDATES = 100
 MAX_PREFETCH_FACTOR = 2
+# The beam a windows multivector is searched with on an HNSW index unless the query says otherwise. Qdrant's default
+# beam finds 0.939 of the exact MaxSim top 10 nodes at 100,000 windows and 0.858 at 1,000,000; a beam of 512 finds
+# 0.979 (3.8 ms) and 0.954 (4.7 ms) on Qdrant Edge, 2 cores (benchmarks/bench_edge_scale.py, RESULTS.md §9.6). Below
+# the indexing threshold the search is exact and the beam does nothing. The request is the same on a server.
+MULTIVECTOR_HNSW_EF = 512
 # what a formula counts for a document that one prefetch did not return: below any cosine (or any dot product of
 # unit vectors); unnormalised dot products get a far lower floor
 MISSING_SCORE = -1.0
@@ -70,6 +75,15 @@ class DenseVector(BaseModel):
     @property
     def is_multivector(self) -> bool:
         return self.params.multivector_config is not None
+
+    def search_params(self, params: Optional[rest.SearchParams]) -> Optional[rest.SearchParams]:
+        """What a search of this vector runs with: the caller's params, with a multivector's beam widened to
+        :data:`MULTIVECTOR_HNSW_EF` where they set neither a beam nor exact search."""
+        if not self.is_multivector or (params is not None and (params.hnsw_ef is not None or params.exact)):
+            return params
+        if params is None:
+            return rest.SearchParams(hnsw_ef=MULTIVECTOR_HNSW_EF)
+        return params.model_copy(update={"hnsw_ef": MULTIVECTOR_HNSW_EF})
 
     def describe(self) -> str:
         """What must match in an existing collection: size, distance, and a multivector's comparator."""
@@ -341,7 +355,7 @@ class VectorLayout(BaseModel):
                 using=vector.name,
                 limit=limit,
                 filter=query_filter,
-                params=params,
+                params=vector.search_params(params),
             )
             for vector in self.dense
         ]
@@ -381,7 +395,7 @@ class VectorLayout(BaseModel):
             "query": self.query_vector(vector, embedding),
             "using": vector.name,
             "filter": query_filter,
-            "params": params,
+            "params": vector.search_params(params),
         }
         return {key: value for key, value in found.items() if value is not None}
 
