@@ -275,6 +275,7 @@ def test_every_error_has_one_base_and_keeps_its_builtin_parent():
         "KernelLockTimeoutError": RuntimeError,
         "MismatchedWeightsError": ValueError,
         "QdrantUnavailableError": ConnectionError,
+        "QueryEncodingError": RuntimeError,
         "UnsupportedModelError": ValueError,
         "UpgradeIncompleteError": RuntimeError,
         "UpgradeRefusedError": ValueError,

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # what static tools see; at run time the names load lazily be
         MismatchedWeightsError,
         PosFairError,
         QdrantUnavailableError,
+        QueryEncodingError,
         UnsupportedModelError,
         UpgradeIncompleteError,
         UpgradeRefusedError,

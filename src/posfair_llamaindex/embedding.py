@@ -33,7 +33,13 @@ from posfair_llamaindex.modes import (
     fused_modes,
 )
 from posfair_llamaindex.options import DType, Fusion, LengthLimit, Mode, Pooling
-from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
+from posfair_llamaindex.tag import (  # settings_from_tag lived here first; it stays importable from here
+    ENCODING_VERSION,
+    TAG_SCHEMA,
+    comparable_tag,
+    fingerprint_of,
+    settings_from_tag,  # noqa: F401
+)
 from posfair_llamaindex.version import __version__
 
 
@@ -210,11 +216,11 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         # record what was resolved, so the tag says what actually ran
         self.pooling = encoder.pooling
         self.max_length = encoder.max_length
-        prompts = encoder.files.prompts
+        query_prompt, document_prompt = encoder.default_prompts
         if self.query_instruction is None:
-            self.query_instruction = prompts.get("query")
+            self.query_instruction = query_prompt
         if self.text_instruction is None:
-            self.text_instruction = prompts.get("document", prompts.get("passage"))
+            self.text_instruction = document_prompt
         if self._windows is not None:
             self._windows.splitter.check_fits(self.text_instruction or "")
 
@@ -299,27 +305,20 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             "encoding_version": ENCODING_VERSION,
             "package_version": __version__,
             "model": self.model_name,
-            "model_weights": self._encoder.weights_identity,
-            "pooling": self.pooling,
             "mode": self.mode,
             "calibration": self.calibration.tag() if self.calibrates else None,
             "chunker": self._sea.tag() if self._sea is not None else None,
-            "dimension": self.dimension,
             "normalize": self.normalize,
-            "max_length": self.max_length,
             "text_instruction": self.text_instruction,
             "query_instruction": self.query_instruction,
+            # model_weights, pooling, dimension, max_length; prompt_in_pooling and dump_tokens where they apply
+            **self._encoder.tag_facts(self.text_instruction or ""),
         }
         # the keys below appear only where they apply, so that every other tag (and fingerprint) stays as it was
         if self.fusion is not None:
             tag["fusion"] = self.fusion
         if self.windows is not None:
             tag["windows"] = self.windows.tag()
-        if not self._encoder.include_prompt:
-            tag["prompt_in_pooling"] = False
-        dump_tokens = self._encoder.prompt_span(self.text_instruction or "").dump_tokens
-        if dump_tokens:
-            tag["dump_tokens"] = dump_tokens
         return tag
 
     def fingerprint(self) -> str:
@@ -361,12 +360,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         return [np.concatenate([d, w.ravel()]).tolist() for d, w in zip(vectors, windows, strict=True)]
 
     def _get_query_embedding(self, query: str) -> Embedding:
-        if not isinstance(query, str):
-            raise TypeError(f"query is {type(query).__name__}, expected str")
-        if not query.strip():
-            raise ValueError("query is empty or whitespace only")
-        prompt = self.query_instruction or ""
-        return self._encoder.encode([query], None, normalize=self.normalize, prompt=prompt)[0].tolist()
+        return self._encoder.encode_query(query, self.query_instruction or "", normalize=self.normalize).tolist()
 
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._documents([text])[0]
@@ -515,31 +509,6 @@ def _calling_vector_store() -> Optional[Any]:
 
 
 _CALLER_DEPTH = 40  # frames between LlamaIndex's index or pipeline and this embedding's batch call (about 10)
-
-
-def settings_from_tag(tag: dict[str, Any]) -> dict[str, Any]:
-    """The constructor settings recorded in a tag written by :meth:`PosFairEmbedding.tag` (its inverse).
-
-    JSON turns tuples into lists; they are turned back so the settings rebuild the same configs.
-    """
-    calibration = dict(tag.get("calibration") or {})
-    calibration.pop("schema", None)
-    for key in ("layers", "isolated_tokens"):
-        if isinstance(calibration.get(key), list):
-            calibration[key] = tuple(calibration[key])
-    return {
-        "model": tag.get("model"),
-        "mode": tag.get("mode"),
-        "pooling": tag.get("pooling"),
-        "max_length": tag.get("max_length"),
-        "normalize": tag.get("normalize", True),
-        "text_instruction": tag.get("text_instruction"),
-        "query_instruction": tag.get("query_instruction"),
-        "calibration": calibration,
-        "chunker": tag.get("chunker"),
-        "windows": tag.get("windows"),
-        "fusion": tag.get("fusion"),
-    }
 
 
 def _unsort(values: list[Embedding], order: list[int]) -> list[Embedding]:

@@ -82,6 +82,10 @@ class AuditCorpusError(PosFairError, ValueError):
     """The corpus cannot be audited: too few documents, or too few long enough to span two baskets."""
 
 
+class QueryEncodingError(PosFairError, RuntimeError):
+    """The process that encodes a query (encoding/query_process.py) refused the query or ended without a vector."""
+
+
 class CliError(PosFairError):
     """A refusal or failure the user can act on; the command line prints it as one line."""
 
@@ -158,6 +162,7 @@ __all__ = [
     "MismatchedWeightsError",
     "PosFairError",
     "QdrantUnavailableError",
+    "QueryEncodingError",
     "UnsupportedModelError",
     "UpgradeIncompleteError",
     "UpgradeRefusedError",

@@ -50,3 +50,5 @@ RRF_K = 60
 
 # the calibrated strengths a position audit scores when none are given
 AUDIT_STRENGTHS = (0.25, 0.5, 0.75, 1.0)
+# with fewer auditable documents than this, a top-10 ranking says little: the audit refuses instead of guessing
+AUDIT_MIN_DOCUMENTS = 20

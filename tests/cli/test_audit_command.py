@@ -129,3 +129,27 @@ def test_a_missing_collection_and_a_corpus_too_small_are_named(capsys, tmp_path,
         (small / f"{name}.txt").write_text(text)
     code, _, err = run(capsys, "audit", small, "--model", tiny_model_dir("bert"), "--basket-size", "16")
     assert code == 1 and "too few documents to audit: 5 document(s): 5 long enough" in err
+
+
+def test_a_collection_too_small_to_audit_is_refused_before_the_model_loads(tmp_path, tiny_model_dir):
+    """Screening only removes documents, so a collection of fewer node texts than the audit needs is refused from
+    its count alone: torch and transformers never load."""
+    from llama_index.core.schema import TextNode
+
+    from posfair_llamaindex.embedding import PosFairEmbedding
+    from posfair_llamaindex.qdrant import EdgeQdrantClient, tagged_vector_store
+    from tests.cli.test_import_weight import probe
+
+    embedding = PosFairEmbedding(tiny_model_dir("bert"))
+    client = EdgeQdrantClient(path=str(tmp_path / "q"))
+    texts = list(corpus(3).values())
+    nodes = [
+        TextNode(id_=f"n{i}", text=text, embedding=vector)
+        for i, (text, vector) in enumerate(zip(texts, embedding.get_text_embedding_batch(texts), strict=True))
+    ]
+    tagged_vector_store(client, "small", embedding).add(nodes)
+    client.close()
+    (report,), stderr = probe(["audit", "--collection", "small", "--qdrant-path", tmp_path / "q"])
+    assert report["code"] == 1
+    assert "collection 'small' holds 3 node text(s); the audit needs at least 20" in stderr
+    assert "torch" not in report["heavy"] and "transformers" not in report["heavy"]

@@ -22,14 +22,16 @@ Both end in :func:`_finish`, so the variants' rule lives in one place.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 from torch import Tensor
 
-from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.calibration.kernel import fused_kernel
 from posfair_llamaindex.calibration.row_math import IsolatedMasses, RowLayout, isolated_targets
+
+if TYPE_CHECKING:  # a plain forward pass needs no calibration config (nor pydantic)
+    from posfair_llamaindex.calibration.config import CalibrationConfig
 
 # running sums per tile (floats): sequences x heads x query rows x head size; small enough for the caches
 TILE_FLOATS = 1 << 22

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 from torch import Tensor
 
-from posfair_llamaindex.calibration.config import CalibrationConfig
+if TYPE_CHECKING:  # a plain forward pass needs no calibration config (nor pydantic)
+    from posfair_llamaindex.calibration.config import CalibrationConfig
 
 
 @dataclass(frozen=True)

@@ -8,18 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-from posfair_llamaindex.cli import (
-    audit_command,
-    diagnose_command,
-    eval_command,
-    finetune_command,
-    kernel_command,
-    migrate_command,
-    store_commands,
-    sweep_command,
-    upgrade_command,
-)
-from posfair_llamaindex.cli.arguments import CliError
+from posfair_llamaindex.errors import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
 
@@ -33,6 +22,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # imported here, not at the top: `posfair query` starts its model's process before these load (main)
+    from posfair_llamaindex.cli import (
+        audit_command,
+        diagnose_command,
+        eval_command,
+        finetune_command,
+        kernel_command,
+        migrate_command,
+        store_commands,
+        sweep_command,
+        upgrade_command,
+    )
+
     parser = _Parser(prog="posfair", description="Position-fair dense retrieval on Qdrant.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store_commands.register(commands)
@@ -47,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries() -> None:
+def quiet_libraries() -> None:
     """Keep the terminal for posfair's own progress bars and messages."""
     import logging
     import warnings
@@ -64,9 +66,26 @@ def _quiet_libraries() -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_libraries()  # before the query's process starts: it inherits the environment
+    if argv[:1] == ["query"] and not {"-h", "--help"} & set(argv):
+        # the query's model loads in a process of its own (encoding/query_process.py); started before this
+        # process imports the commands, it gains their time too. A query that turns out not to need it stops it.
+        from posfair_llamaindex.encoding import query_process
+
+        query_process.start_early()
+    try:
+        return _run(argv)
+    finally:
+        if argv[:1] == ["query"]:
+            from posfair_llamaindex.encoding import query_process
+
+            query_process.discard_early()
+
+
+def _run(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    _quiet_libraries()
     try:
         return args.handler(args)
     except KeyboardInterrupt:

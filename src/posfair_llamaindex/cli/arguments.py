@@ -29,6 +29,7 @@ from posfair_llamaindex.options import (
     VARIANTS,
     WINDOW_DOCUMENTS,
 )
+from posfair_llamaindex.tag import settings_from_tag
 
 DEFAULT_QDRANT_PATH = "./posfair_qdrant"
 OFFLINE_MODEL = "offline:all-MiniLM-L6-v2"
@@ -224,8 +225,6 @@ def tag_settings(tag: dict[str, Any]) -> dict[str, Any]:
     model = tag.get("model")  # what settings_from_tag reads as the model: checked before the model's libraries load
     if model and Path(model).is_absolute() and not Path(model).exists():
         raise CliError(f"the model recorded in the tag ({model}) is not on this machine; pass --model")
-    from posfair_llamaindex.embedding import settings_from_tag
-
     return settings_from_tag(tag)
 
 
@@ -335,8 +334,9 @@ def open_client(args, *, create: bool = False):
         from posfair_llamaindex.qdrant.retry import RetryPolicy, with_retries
 
         client = QdrantClient(url=args.qdrant_url, api_key=args.api_key, timeout=int(args.timeout))
-        # a quick first contact: a dead server is reported in about a second, before any model loads
-        quick = RetryPolicy(retries=2, backoff_s=0.25)
+        # a quick first contact: a dead server is reported at once, before any model loads; one retry after a tenth
+        # of a second lets a server that is just starting answer (the calls after this one use the full policy)
+        quick = RetryPolicy(retries=1, backoff_s=0.1)
         with_retries(client.get_collections, what="get_collections", target=args.qdrant_url, policy=quick)
         return client
     path = Path(args.qdrant_path or DEFAULT_QDRANT_PATH)

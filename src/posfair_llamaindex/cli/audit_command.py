@@ -18,7 +18,7 @@ from posfair_llamaindex.cli.arguments import (
     store_options,
     tag_settings,
 )
-from posfair_llamaindex.options import AUDIT_DESIGNS, AUDIT_STRENGTHS
+from posfair_llamaindex.options import AUDIT_DESIGNS, AUDIT_MIN_DOCUMENTS, AUDIT_STRENGTHS
 
 # points read from a collection per audited document: enough to sample from, bounded for huge collections
 SCAN_PER_DOCUMENT = 10
@@ -112,6 +112,11 @@ def _collection_texts(args):
         raise CliError(str(error)) from None
     if not texts:
         raise CliError(f"collection {args.collection!r} holds no points to audit")
+    if len(texts) < AUDIT_MIN_DOCUMENTS:  # screening only removes documents: refused before the model loads
+        raise CliError(
+            f"too few documents to audit: collection {args.collection!r} holds {len(texts)} node text(s); the audit "
+            f"needs at least {AUDIT_MIN_DOCUMENTS} auditable documents (a top-10 ranking among fewer says little)"
+        )
     return texts, base, windows
 
 

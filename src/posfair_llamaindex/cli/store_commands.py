@@ -308,26 +308,52 @@ def _print_skipped(skipped) -> None:
 def run_query(args) -> int:
     if args.top_k < 1:
         raise CliError(f"-k must be at least 1, got {args.top_k}")
-    client = open_client(args)
-    if not client.collection_exists(args.collection):
-        raise CliError(f"collection {args.collection!r} does not exist (see `posfair collections`)")
+    if not args.text.strip():
+        raise CliError("the query is empty or whitespace only")
+    if encoder_options_given(args):  # an embedding of the options' own: the store checks it against the tag
+        client = open_client(args)
+        _query_tag(client, args.collection)
+        embed_model = embedding_from_args(args)
+        from posfair_llamaindex.qdrant.store import tagged_vector_store
+
+        store = tagged_vector_store(client, args.collection, embed_model)
+        return _print_hits(args, store, embed_model.get_query_embedding(args.text))
+    # the collection's own settings: the query's model loads in a second process while this one opens the store
+    from posfair_llamaindex.encoding import query_process
+
+    with query_process.take() as encoder:
+        client = open_client(args)
+        tag = _query_tag(client, args.collection)
+        encoder.send(query_process.query_request(embedding_settings(args, tag_settings(tag))), args.text)
+        from posfair_llamaindex.qdrant.collection import check_encoder_facts
+        from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore
+        from posfair_llamaindex.qdrant.vector_layout import layout_of_tag
+
+        store = PosFairQdrantVectorStore(
+            args.collection, client=client, vector_layout=layout_of_tag(tag), posfair_tag=tag
+        )
+        vector, facts = encoder.receive()
+    check_encoder_facts(args.collection, tag, facts)
+    return _print_hits(args, store, vector)
+
+
+def _query_tag(client, collection: str) -> dict:
+    if not client.collection_exists(collection):
+        raise CliError(f"collection {collection!r} does not exist (see `posfair collections`)")
     from posfair_llamaindex.qdrant.collection import collection_tag
 
-    tag = collection_tag(client.get_collection(args.collection))
+    tag = collection_tag(client.get_collection(collection))
     if tag is None:
-        raise CliError(f"collection {args.collection!r} has no posfair tag; it was not written by posfair")
-    base = None if encoder_options_given(args) else tag_settings(tag)
-    embed_model = embedding_from_args(args, base)
-    from llama_index.core.vector_stores.types import VectorStoreQuery
+        raise CliError(f"collection {collection!r} has no posfair tag; it was not written by posfair")
+    return tag
 
-    from posfair_llamaindex.qdrant.store import tagged_vector_store
 
-    store = tagged_vector_store(client, args.collection, embed_model)
+def _print_hits(args, store, vector: list) -> int:
     # the query a VectorStoreIndex's retriever sends, without building the index: that would load LlamaIndex's
     # default node parser and its tokenizer, which a search never uses
-    query = VectorStoreQuery(
-        query_embedding=embed_model.get_query_embedding(args.text), similarity_top_k=args.top_k, query_str=args.text
-    )
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    query = VectorStoreQuery(query_embedding=vector, similarity_top_k=args.top_k, query_str=args.text)
     rows = [
         {
             "rank": rank,

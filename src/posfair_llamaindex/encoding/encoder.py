@@ -11,13 +11,12 @@ import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.calibration.row_math import RowLayout
 from posfair_llamaindex.model.attention import PLAN_KWARG, CalibrationPlan, RowRecorder
 from posfair_llamaindex.model.loading import SUPPORTED_FAMILIES, UnsupportedModelError, load_model, load_tokenizer
@@ -30,6 +29,9 @@ from posfair_llamaindex.model.model_files import (
 from posfair_llamaindex.model.pooling import pool_hidden_states, pooling_positions
 from posfair_llamaindex.model.prompts import NO_PROMPT, PromptSpan, prompt_span
 from posfair_llamaindex.options import DEFAULT_LENGTH_LIMIT, DTYPES, LENGTH_LIMITS, PADDING_SIDES, POOLINGS
+
+if TYPE_CHECKING:  # a plain forward pass needs no calibration config (nor pydantic)
+    from posfair_llamaindex.calibration.config import CalibrationConfig
 
 logger = logging.getLogger(__name__)
 
@@ -404,6 +406,8 @@ class PosFairEncoder:
         if dual and recorder is not None:
             raise ValueError("dual encoding cannot record attention rows")
         if (calibration is not None and not calibration.is_plain) or recorder is not None:
+            from posfair_llamaindex.calibration.config import CalibrationConfig
+
             plan = self.plan_for(
                 mask,
                 calibration or CalibrationConfig(strength=0.0),
@@ -441,6 +445,38 @@ class PosFairEncoder:
                 "later truncations by this encoder are not reported again",
                 stacklevel=3,
             )
+
+    @property
+    def default_prompts(self) -> tuple[Optional[str], Optional[str]]:
+        """The model's own query and document prompts (sentence-transformers' ``prompts``), for settings that
+        name none."""
+        prompts = self.files.prompts
+        return prompts.get("query"), prompts.get("document", prompts.get("passage"))
+
+    def encode_query(self, query: object, prompt: str = "", *, normalize: bool = True) -> np.ndarray:
+        """One query, plain: the vector a search sends. Refuses what is not a non-empty string."""
+        if not isinstance(query, str):
+            raise TypeError(f"query is {type(query).__name__}, expected str")
+        if not query.strip():
+            raise ValueError("query is empty or whitespace only")
+        return self.encode([query], None, normalize=normalize, prompt=prompt)[0]
+
+    def tag_facts(self, text_instruction: str = "") -> dict[str, Any]:
+        """What this encoder decides about the vectors of a collection (``tag.ENCODER_TAG_KEYS``): the weights'
+        identity and the settings its model files resolve. Keys that hold their usual value are left out, so that
+        tags written before they existed keep their fingerprints."""
+        facts: dict[str, Any] = {
+            "model_weights": self.weights_identity,
+            "pooling": self.pooling,
+            "dimension": self.dimension,
+            "max_length": self.max_length,
+        }
+        if not self.include_prompt:
+            facts["prompt_in_pooling"] = False
+        dump_tokens = self.prompt_span(text_instruction).dump_tokens
+        if dump_tokens:
+            facts["dump_tokens"] = dump_tokens
+        return facts
 
     @property
     def weights_identity(self) -> str:

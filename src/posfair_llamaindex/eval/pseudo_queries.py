@@ -25,13 +25,12 @@ from typing import Optional
 from posfair_llamaindex.errors import AuditCorpusError
 from posfair_llamaindex.eval.benchmark_data import GROUPS, Benchmark, Query, RetrievalTask, group_at
 from posfair_llamaindex.eval.sentences import Sentence, split_sentences, without
-from posfair_llamaindex.options import AUDIT_DESIGNS
+from posfair_llamaindex.options import AUDIT_DESIGNS, AUDIT_MIN_DOCUMENTS
 
 DESIGNS = AUDIT_DESIGNS
 # a pseudo-query needs enough words to identify its document at all
 MIN_QUERY_WORDS = 6
-# with fewer candidates than this, a top-10 ranking says little: the audit refuses instead of guessing
-MIN_DOCUMENTS = 20
+MIN_DOCUMENTS = AUDIT_MIN_DOCUMENTS
 
 
 @dataclass

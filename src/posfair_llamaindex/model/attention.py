@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 from torch import Tensor
@@ -23,9 +23,11 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from posfair_llamaindex.calibration.basket_attention import calibrated_all_rows
-from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.calibration.row_math import RowLayout, calibrate_rows
 from posfair_llamaindex.options import POOLINGS
+
+if TYPE_CHECKING:  # a plain forward pass needs no calibration config (nor pydantic)
+    from posfair_llamaindex.calibration.config import CalibrationConfig
 
 ATTENTION_NAME = "posfair_sdpa"
 PLAN_KWARG = "posfair_plan"

@@ -33,7 +33,7 @@ from posfair_llamaindex.qdrant.vector_layout import (
     layout_for,
     mode_vectors,
 )
-from posfair_llamaindex.tag import comparable_tag
+from posfair_llamaindex.tag import ENCODER_TAG_KEYS, comparable_tag
 
 # LlamaIndex's payload key of a node's source document (llama_index.vector_stores.qdrant.base.DOCUMENT_ID_KEY)
 DOCUMENT_ID_KEY = "doc_id"
@@ -109,6 +109,15 @@ def check_spec(name: str, info: rest.CollectionInfo, spec: CollectionSpec) -> No
             {**stored, "vectors": found, "sparse_vectors": found_sparse},
             {**requested, "vectors": wanted, "sparse_vectors": wanted_sparse},
         )
+
+
+def check_encoder_facts(name: str, stored: dict[str, Any], facts: dict[str, Any]) -> None:
+    """Raise :class:`CollectionTagMismatchError` unless an encoder loaded from the tag's own settings (which says
+    ``facts``: ``PosFairEncoder.tag_facts``) makes the vectors the tag records: the same weights, and the same
+    pooling, dimension and length its model files resolve. The rest of such an embedding's tag is the stored one."""
+    requested = {**{key: value for key, value in stored.items() if key not in ENCODER_TAG_KEYS}, **facts}
+    if comparable_tag(requested) != comparable_tag(stored):
+        raise CollectionTagMismatchError(name, stored, requested)
 
 
 def _already_exists(error: BaseException) -> bool:

@@ -1187,76 +1187,87 @@ class EdgeBackend(QdrantBase):
             return [edge_id(i, call) for i in selector], None
         raise TypeError(f"{call}: points must be a list of ids, a Filter, PointIdsList or FilterSelector")
 
-    def _selected(
-        self, call: str, selector: Any, by_ids: Callable[[list], Any], by_filter: Callable[[edge.Filter], Any]
-    ) -> list[Any]:
+    def _update_selected(
+        self,
+        call: str,
+        collection_name: str,
+        selector: Any,
+        by_ids: Callable[[list], Any],
+        by_filter: Callable[[edge.Filter], Any],
+        kwargs: dict[str, Any],
+    ) -> rest.UpdateResult:
+        """One update of the points a selector picks (ids, or a filter; no ids at all is no operation)."""
+        _refuse(call, shard_key_selector=kwargs.get("shard_key_selector"))
         ids, selected = self._selector(call, selector)
         if ids is not None:
-            return [by_ids(ids)] if ids else []
-        return [by_filter(selected if selected is not None else edge.Filter())]
+            operations = [by_ids(ids)] if ids else []
+        else:
+            operations = [by_filter(selected if selected is not None else edge.Filter())]
+        return self._update(call, self._collection(collection_name), operations)
 
     @_locked
     def delete(self, collection_name: str, points_selector: Any, **kwargs: Any) -> rest.UpdateResult:
-        call = "delete"
-        _refuse(call, shard_key_selector=kwargs.get("shard_key_selector"))
-        operations = self._selected(
-            call, points_selector, edge.UpdateOperation.delete_points, edge.UpdateOperation.delete_points_by_filter
+        return self._update_selected(
+            "delete",
+            collection_name,
+            points_selector,
+            edge.UpdateOperation.delete_points,
+            edge.UpdateOperation.delete_points_by_filter,
+            kwargs,
         )
-        return self._update(call, self._collection(collection_name), operations)
 
     @_locked
     def set_payload(
         self, collection_name: str, payload: dict[str, Any], points: Any, key: Optional[str] = None, **kwargs: Any
     ) -> rest.UpdateResult:
-        call = "set_payload"
-        _refuse(call, shard_key_selector=kwargs.get("shard_key_selector"))
         values = to_jsonable_python(payload)
-        operations = self._selected(
-            call,
+        return self._update_selected(
+            "set_payload",
+            collection_name,
             points,
             lambda ids: edge.UpdateOperation.set_payload(ids, values, key),
             lambda selected: edge.UpdateOperation.set_payload_by_filter(selected, values, key),
+            kwargs,
         )
-        return self._update(call, self._collection(collection_name), operations)
 
     @_locked
     def overwrite_payload(
         self, collection_name: str, payload: dict[str, Any], points: Any, **kwargs: Any
     ) -> rest.UpdateResult:
-        call = "overwrite_payload"
-        _refuse(call, shard_key_selector=kwargs.get("shard_key_selector"))
         values = to_jsonable_python(payload)
-        operations = self._selected(
-            call,
+        return self._update_selected(
+            "overwrite_payload",
+            collection_name,
             points,
             lambda ids: edge.UpdateOperation.overwrite_payload(ids, values),
             lambda selected: edge.UpdateOperation.overwrite_payload_by_filter(selected, values),
+            kwargs,
         )
-        return self._update(call, self._collection(collection_name), operations)
 
     @_locked
     def delete_payload(
         self, collection_name: str, keys: Sequence[str], points: Any, **kwargs: Any
     ) -> rest.UpdateResult:
-        call = "delete_payload"
-        _refuse(call, shard_key_selector=kwargs.get("shard_key_selector"))
         names = list(keys)
-        operations = self._selected(
-            call,
+        return self._update_selected(
+            "delete_payload",
+            collection_name,
             points,
             lambda ids: edge.UpdateOperation.delete_payload(ids, names),
             lambda selected: edge.UpdateOperation.delete_payload_by_filter(selected, names),
+            kwargs,
         )
-        return self._update(call, self._collection(collection_name), operations)
 
     @_locked
     def clear_payload(self, collection_name: str, points_selector: Any, **kwargs: Any) -> rest.UpdateResult:
-        call = "clear_payload"
-        _refuse(call, shard_key_selector=kwargs.get("shard_key_selector"))
-        operations = self._selected(
-            call, points_selector, edge.UpdateOperation.clear_payload, edge.UpdateOperation.clear_payload_by_filter
+        return self._update_selected(
+            "clear_payload",
+            collection_name,
+            points_selector,
+            edge.UpdateOperation.clear_payload,
+            edge.UpdateOperation.clear_payload_by_filter,
+            kwargs,
         )
-        return self._update(call, self._collection(collection_name), operations)
 
     @_locked
     def update_vectors(
@@ -1276,16 +1287,15 @@ class EdgeBackend(QdrantBase):
     def delete_vectors(
         self, collection_name: str, vectors: Sequence[str], points: Any, **kwargs: Any
     ) -> rest.UpdateResult:
-        call = "delete_vectors"
-        _refuse(call, shard_key_selector=kwargs.get("shard_key_selector"))
         names = list(vectors)
-        operations = self._selected(
-            call,
+        return self._update_selected(
+            "delete_vectors",
+            collection_name,
             points,
             lambda ids: edge.UpdateOperation.delete_vectors(ids, names),
             lambda selected: edge.UpdateOperation.delete_vectors_by_filter(selected, names),
+            kwargs,
         )
-        return self._update(call, self._collection(collection_name), operations)
 
     @_locked
     def batch_update_points(

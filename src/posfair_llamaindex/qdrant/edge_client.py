@@ -71,6 +71,15 @@ def _settings(
     )
 
 
+def _attach(client: Any, path: PathLike, settings: EdgeSettings, backend: Any) -> None:
+    """What a client's inherited methods read: the backend they call, and the options a twin is made from."""
+    client._init_options = {"path": os.fspath(path), **vars(settings)}
+    client._client = backend
+    client.cloud_inference = False
+    client.local_inference_batch_size = None
+    client._inference_inspector = Inspector()
+
+
 class EdgeQdrantClient(QdrantClient):
     """A ``QdrantClient`` whose collections are Qdrant Edge shards in the folder ``path``.
 
@@ -93,11 +102,7 @@ class EdgeQdrantClient(QdrantClient):
     ) -> None:
         # QdrantClient.__init__ would build a local-mode or a remote backend; this sets what its methods read instead
         settings = _settings(hnsw_config, optimizers_config, max_search_threads, auto_optimize, flush_writes)
-        self._init_options = {"path": os.fspath(path), **vars(settings)}
-        self._client: Any = EdgeBackend.open(path, settings)
-        self.cloud_inference = False
-        self.local_inference_batch_size = None
-        self._inference_inspector = Inspector()
+        _attach(self, path, settings, EdgeBackend.open(path, settings))
         QdrantFastembedMixin.__init__(self, parser=self._inference_inspector.parser, is_local_mode=True)
 
     @property
@@ -243,11 +248,7 @@ class AsyncEdgeQdrantClient(AsyncQdrantClient):
         flush_writes: bool = False,
     ) -> None:
         settings = _settings(hnsw_config, optimizers_config, max_search_threads, auto_optimize, flush_writes)
-        self._init_options = {"path": os.fspath(path), **vars(settings)}
-        self._client: Any = AsyncEdgeBackend(EdgeBackend.open(path, settings))
-        self.cloud_inference = False
-        self.local_inference_batch_size = None
-        self._inference_inspector = Inspector()
+        _attach(self, path, settings, AsyncEdgeBackend(EdgeBackend.open(path, settings)))
         AsyncQdrantFastembedMixin.__init__(self, parser=self._inference_inspector.parser, is_local_mode=True)
 
     @property

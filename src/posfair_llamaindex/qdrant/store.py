@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Optional, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, cast
 
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode, VectorStoreQueryResult
@@ -26,7 +26,6 @@ from pydantic import Field, PrivateAttr
 from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.http import models as rest
 
-from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.modes import DUAL_VECTORS
 from posfair_llamaindex.options import FUSIONS, RRF_K
 from posfair_llamaindex.qdrant.collection import (
@@ -58,6 +57,9 @@ from posfair_llamaindex.qdrant.vector_layout import (
     layout_for,
     mode_vectors,
 )
+
+if TYPE_CHECKING:  # a store reading a tagged collection needs no model, so importing it loads no torch
+    from posfair_llamaindex.embedding import PosFairEmbedding
 
 __all__ = [
     "DEFAULT_FUSION_CANDIDATES",
@@ -717,5 +719,7 @@ async def atagged_vector_store(
 
 
 def _check_embed_model(embed_model: Any) -> None:
+    from posfair_llamaindex.embedding import PosFairEmbedding
+
     if not isinstance(embed_model, PosFairEmbedding):
         raise TypeError(f"embed_model must be a PosFairEmbedding, got {type(embed_model).__name__}")

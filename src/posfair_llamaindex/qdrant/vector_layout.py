@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from qdrant_client.http import models as rest
 
 from posfair_llamaindex.modes import WINDOWS_VECTOR, document_mode
-from posfair_llamaindex.options import FUSIONS, RRF_K, Fusion
+from posfair_llamaindex.options import DEFAULT_WINDOW_DOCUMENT, FUSIONS, RRF_K, Fusion
 
 if TYPE_CHECKING:  # reading a layout must not load torch
     from posfair_llamaindex.embedding import PosFairEmbedding
@@ -490,8 +490,57 @@ def layout_for(
     ``dense_config`` (a ``VectorParams``, or ``{name: VectorParams}`` naming every dense vector) sets each dense
     vector's params; its size must be the model's dimension.
     """
-    dimension = embed_model.dimension
-    names = mode_vectors(embed_model) or (
+    window_document = embed_model.windows.document if document_mode(embed_model.mode).windows else None
+    return _layout(
+        embed_model.dimension,
+        embed_model.mode,
+        window_document,
+        normalize=embed_model.normalize,
+        fusion_rule=embed_model.fusion,
+        options=dict(
+            sparse=sparse,
+            dense_config=dense_config,
+            dense_vector_name=dense_vector_name,
+            fusion_candidates=fusion_candidates,
+            max_candidates=max_candidates,
+            hybrid_rule=hybrid_rule,
+        ),
+    )
+
+
+def layout_of_tag(tag: dict[str, Any]) -> VectorLayout:
+    """The layout :func:`layout_for` gives the embedding a tag records, read from the tag alone (no model loads):
+    how the command line queries a collection while the query's model loads elsewhere. Hybrid collections and
+    non-default vector params are not rebuilt; checking the collection against this layout refuses them."""
+    mode = tag.get("mode")
+    windows = tag.get("windows") or {}
+    return _layout(
+        tag.get("dimension"),
+        mode,
+        windows.get("document", DEFAULT_WINDOW_DOCUMENT) if document_mode(mode).windows else None,
+        normalize=tag.get("normalize", True),
+        fusion_rule=tag.get("fusion"),
+    )
+
+
+def _layout(
+    dimension: int,
+    mode: str,
+    window_document: Optional[str],
+    *,
+    normalize: bool,
+    fusion_rule: Optional[str],
+    options: Optional[dict[str, Any]] = None,
+) -> VectorLayout:
+    """:func:`layout_for`'s work, from what an embedding or its tag says; ``options`` are layout_for's keywords."""
+    options = options or {}
+    sparse = options.get("sparse")
+    dense_config = options.get("dense_config")
+    dense_vector_name = options.get("dense_vector_name")
+    fusion_candidates = options.get("fusion_candidates")
+    max_candidates = options.get("max_candidates")
+    hybrid_rule = options.get("hybrid_rule")
+    names = document_mode(mode).collection_vectors(window_document) or (
         (dense_vector_name or HYBRID_DENSE_VECTOR,) if sparse is not None else (UNNAMED_VECTOR,)
     )
     if isinstance(dense_config, dict):
@@ -504,14 +553,14 @@ def layout_for(
     else:
         configs = {name: dense_config for name in names}
     dense = tuple(dense_vector(name, dimension, configs[name]) for name in names)
-    if document_mode(embed_model.mode).windows:  # every window a row of one multivector, scored by its best row
+    if document_mode(mode).windows:  # every window a row of one multivector, scored by its best row
         max_sim = rest.MultiVectorConfig(comparator=rest.MultiVectorComparator.MAX_SIM)
         windows = dense[-1].params.model_copy(update={"multivector_config": max_sim})
         dense = (*dense[:-1], DenseVector(name=WINDOWS_VECTOR, params=windows))
     distance = dense[0].params.distance
-    bounded = distance == rest.Distance.COSINE or (distance == rest.Distance.DOT and embed_model.normalize)
+    bounded = distance == rest.Distance.COSINE or (distance == rest.Distance.DOT and normalize)
     fusion = QueryFusion(
-        rule=embed_model.fusion if len(dense) > 1 else None,
+        rule=fusion_rule if len(dense) > 1 else None,
         candidates=DEFAULT_FUSION_CANDIDATES
         if fusion_candidates is None
         else _positive(fusion_candidates, "fusion_candidates"),

@@ -1,0 +1,86 @@
+"""``posfair query``: the query's model loads in a second process (encoding/query_process.py) while this one opens
+the store. The answer is the one an embedding in this process gives; weights that changed since the collection was
+written are refused; the command's own process loads neither torch nor transformers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from llama_index.core.schema import TextNode
+
+from posfair_llamaindex.cli import main
+from posfair_llamaindex.embedding import PosFairEmbedding
+from posfair_llamaindex.qdrant import EdgeQdrantClient, tagged_vector_store
+from tests.cli.test_import_weight import probe
+from tests.utils import save_tiny_model
+
+TEXTS = [
+    "The lighthouse keeper climbed the stairs every evening to light the lamp above the harbour.",
+    "Wheat and barley were carried down the river on flat barges to the market town.",
+    "The observatory on the hill recorded the passage of the comet for three nights.",
+    "A ferry crossed the strait twice a day, weather permitting, with mail and passengers.",
+]
+
+
+def write(root: Path, modes: tuple = ("calibrated", "windows")) -> dict:
+    """A tiny model in a folder of its own, and an Edge store with a collection per mode, named after it."""
+    model = Path(save_tiny_model("bert", root / "model", "mean"))
+    store = root / "store"
+    client = EdgeQdrantClient(path=str(store))
+    try:
+        for name, mode in ((mode, mode) for mode in modes):
+            embedding = PosFairEmbedding(str(model), mode=mode)
+            nodes = [TextNode(id_=f"n{i}", text=text) for i, text in enumerate(TEXTS)]
+            for node, vector in zip(nodes, embedding.get_text_embedding_batch(TEXTS), strict=True):
+                node.embedding = vector
+            tagged_vector_store(client, name, embedding).add(nodes)
+    finally:
+        client.close()
+    return {"root": root, "model": model, "store": store}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> dict:
+    return write(tmp_path_factory.mktemp("query-command"))
+
+
+def query_json(capsys, store: Path, collection: str, *options: str) -> list:
+    argv = ["query", "who lit the lamp?", "--collection", collection, "--qdrant-path", str(store), "--json"]
+    code = main([*argv, *options])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-2000:]
+    return json.loads(captured.out)
+
+
+@pytest.mark.parametrize("collection", ["calibrated", "windows"])
+def test_the_answer_is_the_one_an_embedding_in_this_process_gives(capsys, written, collection):
+    """Options that change the vectors make the command embed in its own process, from the options alone (the older
+    path); naming the collection's own model and mode is such a choice, so both paths answer the same query here."""
+    from_child = query_json(capsys, written["store"], collection)
+    chosen = ("--model", str(written["model"]), "--mode", collection)
+    in_process = query_json(capsys, written["store"], collection, *chosen)
+    assert [row["node_id"] for row in from_child] == [row["node_id"] for row in in_process]
+    assert [row["score"] for row in from_child] == pytest.approx([row["score"] for row in in_process], abs=1e-5)
+    assert len(from_child) == len(TEXTS)
+
+
+def test_the_commands_own_process_loads_neither_torch_nor_transformers(written):
+    argv = ["query", "who lit the lamp?", "--collection", "windows", "--qdrant-path", written["store"]]
+    (report,), stderr = probe(argv)
+    assert report["code"] == 0, stderr[-2000:]
+    assert set(report["heavy"]) == {"llama_index.core", "qdrant_client"}, stderr[-2000:]
+
+
+def test_weights_changed_since_the_collection_was_written_are_refused(capsys, tmp_path):
+    """The folder the tag names now holds other weights (another seed): its queries cannot search the stored
+    vectors. The second process reports the weights it loaded; this one compares them with the tag."""
+    written = write(tmp_path, modes=("calibrated",))
+    other = Path(save_tiny_model("bert", tmp_path / "other", "mean", seed=1))
+    for weights in other.glob("*.safetensors"):
+        shutil.copy(weights, written["model"] / weights.name)
+    code = main(["query", "who lit the lamp?", "--collection", "calibrated", "--qdrant-path", str(written["store"])])
+    assert code == 1
+    assert "model_weights" in capsys.readouterr().err

@@ -1,0 +1,115 @@
+"""The query's vector from a child process (encoding/query_process.py): the same vector and the same tag facts as an
+embedding in this process, what it refuses, and what it leaves behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from posfair_llamaindex.embedding import PosFairEmbedding
+from posfair_llamaindex.encoding import query_process
+from posfair_llamaindex.encoding.query_process import QueryEncoderProcess, query_request
+from posfair_llamaindex.errors import QueryEncodingError
+from posfair_llamaindex.tag import ENCODER_TAG_KEYS
+
+
+def settings_of(embedding: PosFairEmbedding) -> dict:
+    """What the command line hands query_request: the embedding's constructor settings."""
+    return {
+        "model_name": embedding.model_name,
+        "pooling": embedding.pooling,
+        "max_length": embedding.max_length,
+        "normalize": embedding.normalize,
+        "query_instruction": None,
+        "text_instruction": None,
+    }
+
+
+@pytest.mark.parametrize("family,pooling", [("bert", "first"), ("qwen3", "last")])
+def test_the_child_gives_the_embeddings_vector_and_tag_facts(tiny_model_dir, family, pooling):
+    folder = tiny_model_dir(family, pooling)
+    embedding = PosFairEmbedding(folder, mode="dual")
+    text = "Where does the river Danube end?"
+    with QueryEncoderProcess() as child:
+        child.send(query_request(settings_of(embedding)), text)
+        vector, facts = child.receive()
+    assert np.allclose(vector, embedding.get_query_embedding(text), atol=1e-6)
+    tag = embedding.tag()
+    assert facts == {key: tag[key] for key in ENCODER_TAG_KEYS if key in tag}
+
+
+def test_the_models_own_prompts_are_used_as_the_embedding_uses_them(minilm, tmp_path):
+    """A model folder whose sentence-transformers config names query and document prompts."""
+    import shutil
+
+    folder = tmp_path / "prompted"
+    shutil.copytree(minilm, folder)
+    config = folder / "config_sentence_transformers.json"
+    data = json.loads(config.read_text()) if config.exists() else {}
+    data["prompts"] = {"query": "query: ", "document": "passage: "}
+    config.write_text(json.dumps(data))
+    embedding = PosFairEmbedding(str(folder))
+    assert embedding.query_instruction == "query: "
+    with QueryEncoderProcess() as child:
+        child.send(query_request(settings_of(embedding)), "lantern keeper")
+        vector, facts = child.receive()
+    assert np.allclose(vector, embedding.get_query_embedding("lantern keeper"), atol=1e-6)
+    assert facts["model_weights"] == embedding.tag()["model_weights"]
+
+
+def test_what_the_child_refuses_is_raised_here_as_one_error(tiny_model_dir):
+    embedding = PosFairEmbedding(tiny_model_dir("bert", "mean"))
+    with QueryEncoderProcess() as child:
+        child.send(query_request(settings_of(embedding)), "   ")
+        with pytest.raises(QueryEncodingError, match="query is empty or whitespace only"):
+            child.receive()
+    with QueryEncoderProcess() as child:
+        child.send(query_request({**settings_of(embedding), "model_name": "/no/such/model"}), "x")
+        with pytest.raises(QueryEncodingError, match="/no/such/model"):
+            child.receive()
+
+
+def test_an_unused_child_is_stopped_and_a_used_one_cannot_be_asked_again(tiny_model_dir):
+    child = QueryEncoderProcess()
+    process = child._process
+    child.close()
+    assert process.poll() is not None  # killed and reaped, not left running
+    with pytest.raises(RuntimeError, match="already answered or was closed"):
+        child.send({}, "x")
+    query_process.start_early()
+    early = query_process._early
+    assert query_process.take() is early and query_process._early is None
+    early.close()
+    query_process.start_early()
+    waiting = query_process._early._process
+    query_process.discard_early()
+    assert waiting.poll() is not None and query_process._early is None
+
+
+def test_the_child_loads_neither_qdrant_llamaindex_pydantic_nor_the_command_line(tiny_model_dir):
+    request = query_request(settings_of(PosFairEmbedding(tiny_model_dir("bert", "mean"))))
+    watch = ("qdrant_client", "llama_index.core", "pydantic", "posfair_llamaindex.cli", "torch")
+    script = textwrap.dedent(
+        f"""
+        import runpy, sys
+        try:
+            runpy.run_module("posfair_llamaindex.encoding.query_process", run_name="__main__")
+        except SystemExit:
+            pass
+        print("@@", [name for name in {watch!r} if name in sys.modules], file=sys.stderr)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps({**request, "text": "x"}) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert '"vector"' in done.stdout, done.stderr[-2000:]
+    assert "@@ ['torch']" in done.stderr, done.stderr[-2000:]
