@@ -84,3 +84,17 @@ def test_weights_changed_since_the_collection_was_written_are_refused(capsys, tm
     code = main(["query", "who lit the lamp?", "--collection", "calibrated", "--qdrant-path", str(written["store"])])
     assert code == 1
     assert "model_weights" in capsys.readouterr().err
+
+
+def test_a_server_that_refuses_connections_is_told_apart_from_one_that_listens():
+    import socket
+
+    from posfair_llamaindex.cli.arguments import server_refuses
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert not server_refuses(f"http://127.0.0.1:{port}")
+    assert server_refuses(f"http://127.0.0.1:{port}")  # closed now: the connection is refused
+    assert not server_refuses("not a url")  # no host: no verdict, the client's own refusal follows

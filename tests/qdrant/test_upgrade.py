@@ -281,7 +281,7 @@ def test_the_cli_upgrades_into_calibrated_mode(folders, tmp_path, tiny_plain, ca
     assert main([*argv, "--mode", "calibrated", "--basket-size", "8", "--device", "cpu"]) == 0
     assert f"{NODES} node(s), {NODES} written now" in capsys.readouterr().out
     assert main([*argv, "--mode", "calibrated", "--sample", "4"]) == 1
-    assert "greater than or equal to 32" in capsys.readouterr().err
+    assert "--sample: Input should be greater than or equal to 32" in capsys.readouterr().err
     client = QdrantClient(path=str(folder))
     assert collection_tag(client.get_collection("cal"))["mode"] == "calibrated"
     assert collection_tag(client.get_collection("cal"))["calibration"]["basket_size"] == 8

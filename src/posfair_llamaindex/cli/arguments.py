@@ -323,6 +323,28 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
     return PosFairEmbedding(**settings)
 
 
+def server_refuses(url: str, timeout_s: float = 0.25) -> bool:
+    """True when nothing accepts a TCP connection at the URL's host and port (Qdrant's 6333 when it names none).
+
+    A hint, not a verdict: a proxy may still reach a server this cannot. ``posfair query`` uses it to stop its
+    model's process early, so that the refusal ``open_client`` then gives is not slowed by it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or 6333
+    except ValueError:
+        return False
+    if not host:
+        return False
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return False
+    except OSError:
+        return True
+
+
 def open_client(args, *, create: bool = False):
     """A QdrantClient for --qdrant-url (checked to answer) or --qdrant-path (checked to exist and be free).
 

@@ -17,6 +17,7 @@ from posfair_llamaindex.cli.arguments import (
     mode_options,
     model_options,
     open_client,
+    server_refuses,
     store_options,
     tag_settings,
 )
@@ -310,7 +311,12 @@ def run_query(args) -> int:
         raise CliError(f"-k must be at least 1, got {args.top_k}")
     if not args.text.strip():
         raise CliError("the query is empty or whitespace only")
+    from posfair_llamaindex.encoding import query_process
+
+    if args.qdrant_url and server_refuses(args.qdrant_url):
+        query_process.discard_early()  # the refusal below needs the CPU that the model's process would take
     if encoder_options_given(args):  # an embedding of the options' own: the store checks it against the tag
+        query_process.discard_early()
         client = open_client(args)
         _query_tag(client, args.collection)
         embed_model = embedding_from_args(args)
@@ -319,11 +325,9 @@ def run_query(args) -> int:
         store = tagged_vector_store(client, args.collection, embed_model)
         return _print_hits(args, store, embed_model.get_query_embedding(args.text))
     # the collection's own settings: the query's model loads in a second process while this one opens the store
-    from posfair_llamaindex.encoding import query_process
-
-    with query_process.take() as encoder:
-        client = open_client(args)
-        tag = _query_tag(client, args.collection)
+    client = open_client(args)
+    tag = _query_tag(client, args.collection)
+    with query_process.take() as encoder:  # started before the command line loaded, unless refused since
         encoder.send(query_process.query_request(embedding_settings(args, tag_settings(tag))), args.text)
         from posfair_llamaindex.qdrant.collection import check_encoder_facts
         from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore

@@ -63,7 +63,14 @@ def run_upgrade(args) -> int:
     try:
         settings = UpgradeSettings(source=args.collection, target=args.into, sample=args.sample, replace=args.replace)
     except ValidationError as error:
-        raise CliError("; ".join(e["msg"] for e in error.errors())) from None
+        # the settings' fields are the options' names (collection and into aside)
+        options = {"source": "--collection", "target": "--into"}
+        raise CliError(
+            "; ".join(
+                f"{options.get(str(e['loc'][0]), '--' + str(e['loc'][0]))}: {e['msg']}" if e["loc"] else e["msg"]
+                for e in error.errors()
+            )
+        ) from None
     if args.engine == "local" and (args.ray_address is not None or args.actors is not None):
         raise CliError("--ray-address and --actors are used by --engine ray only")
     if args.engine == "ray":
