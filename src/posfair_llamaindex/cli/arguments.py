@@ -10,11 +10,12 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional
 
 from posfair_llamaindex.calibration.config import CalibrationConfig
-from posfair_llamaindex.errors import CliError
+from posfair_llamaindex.errors import CliError, QdrantUnavailableError
 from posfair_llamaindex.modes import MODES_BY_NAME, document_mode, fused_modes
 from posfair_llamaindex.options import (
     CHUNKERS,
@@ -32,6 +33,8 @@ from posfair_llamaindex.options import (
 from posfair_llamaindex.tag import settings_from_tag
 
 DEFAULT_QDRANT_PATH = "./posfair_qdrant"
+# the wait before the one retry of a command's first contact with a server
+QUICK_RETRY_S = 0.1
 OFFLINE_MODEL = "offline:all-MiniLM-L6-v2"
 CALIBRATION_OPTIONS = ("variant", "strength", "basket_size", "layers", "hard_weight")
 DOCUMENT_OPTIONS = ("mode", "chunker", "chunk_tokens", "window_size", "window_stride", "window_document")
@@ -323,14 +326,18 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
     return PosFairEmbedding(**settings)
 
 
-def server_refuses(url: str, timeout_s: float = 0.25) -> bool:
-    """True when nothing accepts a TCP connection at the URL's host and port (Qdrant's 6333 when it names none).
-
-    A hint, not a verdict: a proxy may still reach a server this cannot. ``posfair query`` uses it to stop its
-    model's process early, so that the refusal ``open_client`` then gives is not slowed by it."""
+def server_refuses(url: str, timeout_s: float = 1.0) -> bool:
+    """True only when the URL's host refuses a TCP connection at its port (Qdrant's 6333 when it names none) and
+    no proxy is configured: then the HTTP client would meet the same refusal. Anything else (a timeout, a name
+    that does not resolve, a proxy in the environment) is left for the client to judge."""
     import socket
     from urllib.parse import urlsplit
 
+    if any(
+        os.environ.get(name)
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+    ):
+        return False
     try:
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port or 6333
@@ -341,8 +348,10 @@ def server_refuses(url: str, timeout_s: float = 0.25) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
             return False
-    except OSError:
+    except ConnectionRefusedError:
         return True
+    except OSError:
+        return False
 
 
 def open_client(args, *, create: bool = False):
@@ -351,6 +360,13 @@ def open_client(args, *, create: bool = False):
     Only a command that writes a new store (``create``: ingest) may start a folder that is not there; the
     others refuse it, so a mistyped path is named instead of becoming an empty store."""
     if args.qdrant_url:
+        if server_refuses(args.qdrant_url):  # nothing listens there: said at once, before qdrant-client loads
+            time.sleep(QUICK_RETRY_S)  # a server that is starting gets the same second chance as below
+            if server_refuses(args.qdrant_url):
+                raise QdrantUnavailableError(
+                    f"Qdrant at {args.qdrant_url} did not answer (get_collections) after 2 attempts: the connection "
+                    "was refused (is the server running, and is that its port?)"
+                )
         from qdrant_client import QdrantClient
 
         from posfair_llamaindex.qdrant.retry import RetryPolicy, with_retries
@@ -358,7 +374,7 @@ def open_client(args, *, create: bool = False):
         client = QdrantClient(url=args.qdrant_url, api_key=args.api_key, timeout=int(args.timeout))
         # a quick first contact: a dead server is reported at once, before any model loads; one retry after a tenth
         # of a second lets a server that is just starting answer (the calls after this one use the full policy)
-        quick = RetryPolicy(retries=1, backoff_s=0.1)
+        quick = RetryPolicy(retries=1, backoff_s=QUICK_RETRY_S)
         with_retries(client.get_collections, what="get_collections", target=args.qdrant_url, policy=quick)
         return client
     path = Path(args.qdrant_path or DEFAULT_QDRANT_PATH)

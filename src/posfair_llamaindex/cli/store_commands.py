@@ -17,7 +17,6 @@ from posfair_llamaindex.cli.arguments import (
     mode_options,
     model_options,
     open_client,
-    server_refuses,
     store_options,
     tag_settings,
 )
@@ -313,8 +312,6 @@ def run_query(args) -> int:
         raise CliError("the query is empty or whitespace only")
     from posfair_llamaindex.encoding import query_process
 
-    if args.qdrant_url and server_refuses(args.qdrant_url):
-        query_process.discard_early()  # the refusal below needs the CPU that the model's process would take
     if encoder_options_given(args):  # an embedding of the options' own: the store checks it against the tag
         query_process.discard_early()
         client = open_client(args)
