@@ -68,19 +68,17 @@ def quiet_libraries() -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_libraries()  # before the query's process starts: it inherits the environment
-    if argv[:1] == ["query"] and not {"-h", "--help"} & set(argv):
-        # the query's model loads in a process of its own (encoding/query_process.py); started before this
-        # process imports the commands, it gains their time too. A query that turns out not to need it stops it.
-        from posfair_llamaindex.encoding import query_process
+    if argv[:1] != ["query"] or {"-h", "--help"} & set(argv):
+        return _run(argv)
+    # the query's model loads in a process of its own (encoding/query_process.py); started before this process
+    # imports the commands, it gains their time too. A query that turns out not to need it stops it.
+    from posfair_llamaindex.encoding import query_process
 
-        query_process.start_early()
+    query_process.start_early()
     try:
         return _run(argv)
     finally:
-        if argv[:1] == ["query"]:
-            from posfair_llamaindex.encoding import query_process
-
-            query_process.discard_early()
+        query_process.discard_early()
 
 
 def _run(argv: list[str]) -> int:

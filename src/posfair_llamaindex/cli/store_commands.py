@@ -14,6 +14,7 @@ from posfair_llamaindex.cli.arguments import (
     embedding_from_args,
     embedding_settings,
     encoder_options_given,
+    load_settings_from_args,
     mode_options,
     model_options,
     open_client,
@@ -325,7 +326,9 @@ def run_query(args) -> int:
     client = open_client(args)
     tag = _query_tag(client, args.collection)
     with query_process.take() as encoder:  # started before the command line loaded, unless refused since
-        encoder.send(query_process.query_request(embedding_settings(args, tag_settings(tag))), args.text)
+        base = tag_settings(tag)
+        request = query_process.query_request(embedding_settings(args, base), load_settings_from_args(args, base))
+        encoder.send(request, args.text)
         from posfair_llamaindex.qdrant.collection import check_encoder_facts
         from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore
         from posfair_llamaindex.qdrant.vector_layout import layout_of_tag

@@ -39,15 +39,17 @@ class LoadSettings(BaseModel):
         """A freshly loaded encoder under these settings."""
         from posfair_llamaindex.encoding.encoder import PosFairEncoder
 
-        return PosFairEncoder(
-            model_name,
-            pooling=self.pooling,
-            max_length=self.max_length,
-            device=self.device,
-            dtype=self.dtype,
-            trust_remote_code=self.trust_remote_code,
-            padding_side=padding_side,
-        )
+        return PosFairEncoder(model_name, padding_side=padding_side, **self.encoder_arguments())
+
+    def encoder_arguments(self) -> dict[str, Any]:
+        """``PosFairEncoder``'s keywords for these settings (JSON-safe: what a query's process is sent)."""
+        return {
+            "pooling": self.pooling,
+            "max_length": self.max_length,
+            "device": self.device,
+            "dtype": self.dtype,
+            "trust_remote_code": self.trust_remote_code,
+        }
 
     def embedding_arguments(self) -> dict[str, Any]:
         """The same settings as ``PosFairEmbedding``'s keyword arguments (it keeps LlamaIndex's flat names)."""

@@ -16,9 +16,12 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from posfair_llamaindex.errors import QueryEncodingError
+
+if TYPE_CHECKING:  # the child never imports pydantic
+    from posfair_llamaindex.encoding.load_settings import LoadSettings
 
 # what the parent sends, besides the text: PosFairEmbedding's settings that decide how a query is encoded
 REQUEST_KEYS = ("model_name", "load", "query_instruction", "text_instruction", "normalize")
@@ -118,20 +121,12 @@ def _reply(answer: str) -> Optional[dict[str, Any]]:
         return None
 
 
-def query_request(settings: dict[str, Any]) -> dict[str, Any]:
-    """What the child needs of ``PosFairEmbedding``'s settings (as ``embedding_settings`` builds them)."""
-    from posfair_llamaindex.encoding.load_settings import LoadSettings
-
-    load = LoadSettings(
-        pooling=settings.get("pooling"),
-        max_length=settings.get("max_length"),
-        device=settings.get("device"),
-        dtype=settings.get("dtype"),
-        trust_remote_code=settings.get("trust_remote_code", False),
-    )
+def query_request(settings: dict[str, Any], load: LoadSettings) -> dict[str, Any]:
+    """What the child needs: the model, how it loads (``load``) and how ``PosFairEmbedding``'s ``settings`` (as
+    ``embedding_settings`` builds them) encode a query."""
     return {
         "model_name": settings["model_name"],
-        "load": load.model_dump(exclude={"batch_size"}),
+        "load": load.encoder_arguments(),
         "query_instruction": settings.get("query_instruction"),
         "text_instruction": settings.get("text_instruction"),
         "normalize": settings.get("normalize", True),

@@ -497,14 +497,12 @@ def layout_for(
         window_document,
         normalize=embed_model.normalize,
         fusion_rule=embed_model.fusion,
-        options=dict(
-            sparse=sparse,
-            dense_config=dense_config,
-            dense_vector_name=dense_vector_name,
-            fusion_candidates=fusion_candidates,
-            max_candidates=max_candidates,
-            hybrid_rule=hybrid_rule,
-        ),
+        sparse=sparse,
+        dense_config=dense_config,
+        dense_vector_name=dense_vector_name,
+        fusion_candidates=fusion_candidates,
+        max_candidates=max_candidates,
+        hybrid_rule=hybrid_rule,
     )
 
 
@@ -530,16 +528,14 @@ def _layout(
     *,
     normalize: bool,
     fusion_rule: Optional[str],
-    options: Optional[dict[str, Any]] = None,
+    sparse: Optional[SparseVector] = None,
+    dense_config: Any = None,
+    dense_vector_name: Optional[str] = None,
+    fusion_candidates: Optional[int] = None,
+    max_candidates: Optional[int] = None,
+    hybrid_rule: Optional[str] = None,
 ) -> VectorLayout:
-    """:func:`layout_for`'s work, from what an embedding or its tag says; ``options`` are layout_for's keywords."""
-    options = options or {}
-    sparse = options.get("sparse")
-    dense_config = options.get("dense_config")
-    dense_vector_name = options.get("dense_vector_name")
-    fusion_candidates = options.get("fusion_candidates")
-    max_candidates = options.get("max_candidates")
-    hybrid_rule = options.get("hybrid_rule")
+    """:func:`layout_for`'s work, from what an embedding or its tag says."""
     names = document_mode(mode).collection_vectors(window_document) or (
         (dense_vector_name or HYBRID_DENSE_VECTOR,) if sparse is not None else (UNNAMED_VECTOR,)
     )
