@@ -288,6 +288,8 @@ def test_every_error_has_one_base_and_keeps_its_builtin_parent():
         "EdgeStoreVersionError": ValueError,
         "EdgeUnsupportedError": NotImplementedError,
         "NotAnEdgeStoreError": ValueError,
+        "WrappedEmbeddingError": ValueError,
+        "WrappedRequestError": RuntimeError,
     }
     for name in errors.__all__:
         cls = getattr(posfair_llamaindex, name)

@@ -54,6 +54,8 @@ if TYPE_CHECKING:  # what static tools see; at run time the names load lazily be
         UnsupportedModelError,
         UpgradeIncompleteError,
         UpgradeRefusedError,
+        WrappedEmbeddingError,
+        WrappedRequestError,
     )
     from posfair_llamaindex.qdrant import (
         AsyncEdgeQdrantClient,

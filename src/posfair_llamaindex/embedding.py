@@ -7,6 +7,8 @@ Documents (``get_text_embedding*``) go through the calibrated encoder; queries
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import os
 import sys
 from contextvars import ContextVar
@@ -22,6 +24,7 @@ from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.embedding_pickling import PicklesAsSettings
 from posfair_llamaindex.encoding.encoder import PosFairEncoder, TokenizedTexts, check_texts
 from posfair_llamaindex.encoding.load_settings import LoadSettings
+from posfair_llamaindex.encoding.passes import LOOKAHEAD_PASSES, Lookahead
 from posfair_llamaindex.encoding.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.encoding.windows import WindowConfig, WindowEmbedder
 from posfair_llamaindex.modes import (
@@ -32,7 +35,7 @@ from posfair_llamaindex.modes import (
     document_mode,
     fused_modes,
 )
-from posfair_llamaindex.options import DType, Fusion, LengthLimit, Mode, Pooling
+from posfair_llamaindex.options import DEFAULT_BATCH_TOKENS, DType, Fusion, LengthLimit, Mode, Pooling
 from posfair_llamaindex.tag import (  # settings_from_tag lived here first; it stays importable from here
     ENCODING_VERSION,
     TAG_SCHEMA,
@@ -99,7 +102,12 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         normalize: L2-normalise the vectors.
         query_instruction / text_instruction: prefixes for queries / documents; the model's
             sentence-transformers prompts ("query", "document" or "passage") when None.
-        embed_batch_size: texts per forward pass.
+        embed_batch_size: how many nodes LlamaIndex hands over per call (its own setting). It does not size the
+            forward passes: the texts, windows or chunks of consecutive calls share passes of up to
+            ``max_batch_tokens`` padded tokens, longest first.
+        max_batch_tokens: padded tokens per forward pass (rows x the longest row); a text longer than this is a
+            pass of its own. The default, :data:`~posfair_llamaindex.options.DEFAULT_BATCH_TOKENS`, was chosen on
+            two CPU cores (docs/RESULTS.md §8.9); on a GPU a larger budget may pay.
         device / dtype: where and in which precision the model runs (``"float32"``, ``"float16"``, ``"bfloat16"``).
         trust_remote_code: run the model's own code from its folder (``config.json``'s ``auto_map``); off by
             default, since that code executes with your permissions.
@@ -120,6 +128,9 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
     device: Optional[str] = Field(default=None, description="Torch device; CUDA when available if None.")
     dtype: Optional[DType] = Field(default=None, description="Model precision.")
     trust_remote_code: bool = Field(default=False, description="Allow model code from the hub.")
+    max_batch_tokens: int = Field(
+        default=DEFAULT_BATCH_TOKENS, ge=1, description="Padded tokens per forward pass (rows x the longest row)."
+    )
 
     _encoder: PosFairEncoder = PrivateAttr()
     _sea: Optional[SegmentEmbedAverage] = PrivateAttr(default=None)
@@ -138,6 +149,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         query_instruction: Optional[str] = None,
         text_instruction: Optional[str] = None,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+        max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
         windows: Optional[WindowConfig] = None,
         device: Optional[str] = None,
         dtype: Optional[DType] = None,
@@ -178,6 +190,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             query_instruction=query_instruction,
             text_instruction=text_instruction,
             embed_batch_size=embed_batch_size,
+            max_batch_tokens=max_batch_tokens,
             device=device,
             dtype=dtype,
             trust_remote_code=trust_remote_code,
@@ -248,6 +261,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             dtype=self.dtype,
             trust_remote_code=self.trust_remote_code,
             batch_size=self.embed_batch_size,
+            max_batch_tokens=self.max_batch_tokens,
         )
 
     @property
@@ -336,27 +350,33 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
 
     # ------------------------------------------------------------------ embedding
     def _documents(self, texts: list[str]) -> list[Embedding]:
+        """Document embeddings; inside a batch call, served by its lookahead (see :meth:`get_text_embedding_batch`)."""
+        batch = _BATCH.get(_NO_BATCH)
+        if batch.owner is self and batch.lookahead is not None and batch.lookahead.holds(texts):
+            return batch.lookahead.embed(texts)
+        return self._encode_documents(texts, batch)
+
+    def _encode_documents(self, texts: list[str], batch: _Batch) -> list[Embedding]:
         prompt = self.text_instruction or ""
+        budget = self.max_batch_tokens
         if self._sea is not None:
             checked = check_texts(texts)
-            return self._sea.encode(
-                checked, prompt=prompt, batch_size=self.embed_batch_size, normalize=self.normalize
-            ).tolist()
+            return self._sea.encode(checked, prompt=prompt, max_batch_tokens=budget, normalize=self.normalize).tolist()
         texts = check_texts(texts)
         vectors = np.zeros((len(texts), 0), dtype=np.float32)
         if self.document_vectors:
             vectors = self._encoder.encode(
                 texts,
                 self.calibration if self.calibrates else None,
-                batch_size=self.embed_batch_size,
+                max_batch_tokens=budget,
                 normalize=self.normalize,
                 dual=self.document_kind == "dual",
                 prompt=prompt,
-                tokenized=_BATCH_TOKENS.get(_NO_TOKENS).lookup(self, texts, prompt),
+                tokenized=batch.tokens_of(self, texts, prompt),
             )
         if self._windows is None:
             return vectors.tolist()
-        windows = self._windows.encode(texts, prompt=prompt, batch_size=self.embed_batch_size, normalize=self.normalize)
+        windows = self._windows.encode(texts, prompt=prompt, max_batch_tokens=budget, normalize=self.normalize)
         return [np.concatenate([d, w.ravel()]).tolist() for d, w in zip(vectors, windows, strict=True)]
 
     def _get_query_embedding(self, query: str) -> Embedding:
@@ -378,31 +398,34 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         return await asyncio.to_thread(self._get_text_embeddings, texts)
 
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> list[Embedding]:
-        """LlamaIndex batching, over texts sorted by length so that batches carry little padding.
+        """LlamaIndex batching (its events, cache and rate limiter per ``embed_batch_size`` slice), over texts
+        sorted by length, with forward passes sized by tokens across the slices.
 
-        The texts are tokenized once here; the batches LlamaIndex hands back reuse those tokens.
+        The texts are tokenized once here. The first slice is encoded together with the texts after it, up to
+        a few passes' worth of tokens, and later slices are served from that, so that ten short nodes per slice
+        still make full passes.
         """
         self._refuse_a_single_vector_store()
-        order, tokens = self._length_order(texts)
-        context = _BATCH_TOKENS.set(tokens)
+        order, batch = self._batch_plan(texts)
+        context = _BATCH.set(batch)
         try:
             vectors = super().get_text_embedding_batch([texts[i] for i in order], show_progress=show_progress, **kwargs)
         finally:
-            _BATCH_TOKENS.reset(context)
+            _BATCH.reset(context)
         return _unsort(vectors, order)
 
     async def aget_text_embedding_batch(
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> list[Embedding]:
         self._refuse_a_single_vector_store()
-        order, tokens = self._length_order(texts)
-        context = _BATCH_TOKENS.set(tokens)  # the worker threads of each batch see it too (copied context)
+        order, batch = self._batch_plan(texts)
+        context = _BATCH.set(batch)  # the worker threads of each slice see it too (copied context)
         try:
             vectors = await super().aget_text_embedding_batch(
                 [texts[i] for i in order], show_progress=show_progress, **kwargs
             )
         finally:
-            _BATCH_TOKENS.reset(context)
+            _BATCH.reset(context)
         return _unsort(vectors, order)
 
     def _refuse_a_single_vector_store(self) -> None:
@@ -427,16 +450,27 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             "'docs', embed_model)), or use mode='calibrated' with a one-vector store"
         )
 
-    def _length_order(self, texts: list[str]) -> tuple[list[int], _BatchTokens]:
+    def _batch_plan(self, texts: list[str]) -> tuple[list[int], _Batch]:
+        """The order LlamaIndex is handed the texts in (longest first) and the call's tokens and lookahead."""
         # checked up front: a bad text anywhere fails the call before any batch is embedded
         prompt = self.text_instruction or ""
         checked = check_texts(texts)
+        tokenized = None
         if self._sea is not None:  # SEA tokenizes its chunks, not the documents: the lengths are all it needs
             lengths = self._encoder.token_lengths([prompt + text for text in checked])
-            return sorted(range(len(texts)), key=lambda i: -lengths[i]), _NO_TOKENS
-        tokenized = self._encoder.tokenize_texts(checked, prompt)
-        order = sorted(range(len(texts)), key=lambda i: -tokenized.lengths[i])
-        return order, _BatchTokens(self, prompt, tokenized, {text: i for i, text in enumerate(texts)})
+        else:
+            tokenized = self._encoder.tokenize_texts(checked, prompt)
+            lengths = tokenized.lengths
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        # what a text costs a pass: its tokens, cut at the limit unless windows or chunks cover it whole
+        whole = self._windows is not None or self._sea is not None
+        costs = [lengths[i] if whole else min(lengths[i], self._encoder.max_length) for i in order]
+        batch = _Batch(self, prompt, tokenized, {text: i for i, text in enumerate(texts)}, None)
+        if self.embeddings_cache is None:  # with LlamaIndex's cache a slice holds only what the cache lacks
+            encode = functools.partial(self._encode_documents, batch=batch)
+            stretch = LOOKAHEAD_PASSES * self.max_batch_tokens
+            batch = dataclasses.replace(batch, lookahead=Lookahead([texts[i] for i in order], costs, stretch, encode))
+        return order, batch
 
     # crossing a process boundary as settings, never as weights: embedding_pickling.py
     _unpickled: Optional[dict[str, Any]] = PrivateAttr(default=None)
@@ -456,6 +490,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             "query_instruction": self.query_instruction,
             "text_instruction": self.text_instruction,
             "embed_batch_size": self.embed_batch_size,
+            "max_batch_tokens": self.max_batch_tokens,
             "device": self.device,
             "dtype": self.dtype,
             "trust_remote_code": self.trust_remote_code,
@@ -463,24 +498,30 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
 
 
 @dataclass(frozen=True)
-class _BatchTokens:
-    """The tokens of one ``get_text_embedding_batch`` call, for the batches LlamaIndex cuts from it."""
+class _Batch:
+    """One ``get_text_embedding_batch`` call: its texts' tokens and the lookahead that serves LlamaIndex's slices."""
 
     owner: Optional[PosFairEmbedding]
     prompt: str
     tokenized: Optional[TokenizedTexts]
     index: dict
+    lookahead: Optional[Lookahead]
 
-    def lookup(self, embedding: PosFairEmbedding, texts: list[str], prompt: str) -> Optional[TokenizedTexts]:
+    def tokens_of(self, embedding: PosFairEmbedding, texts: list[str], prompt: str) -> Optional[TokenizedTexts]:
         """These texts' tokens when this call holds all of them (for this embedding and prompt), else None."""
-        if self.owner is not embedding or self.prompt != prompt or not all(text in self.index for text in texts):
+        if (
+            self.owner is not embedding
+            or self.tokenized is None
+            or self.prompt != prompt
+            or not all(text in self.index for text in texts)
+        ):
             return None
         return self.tokenized.select([self.index[text] for text in texts])
 
 
-_NO_TOKENS = _BatchTokens(None, "", None, {})
+_NO_BATCH = _Batch(None, "", None, {}, None)
 # set for the length of a get_text_embedding_batch call; a context variable, so threads and tasks stay apart
-_BATCH_TOKENS: ContextVar[_BatchTokens] = ContextVar("posfair_batch_tokens", default=_NO_TOKENS)
+_BATCH: ContextVar[_Batch] = ContextVar("posfair_batch", default=_NO_BATCH)
 
 
 def _calling_vector_store() -> Optional[Any]:

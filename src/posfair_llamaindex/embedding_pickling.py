@@ -23,6 +23,12 @@ class PicklesAsSettings:
         from pydantic import BaseModel
 
         private = object.__getattribute__(self, "__pydantic_private__") or {}
+        if getattr(private.get("_encoder"), "is_wrapped", False):
+            raise TypeError(
+                "PosFairEmbedding(embed_model=...) is not sent to other processes: the wrapped LlamaIndex embedding "
+                "holds clients or a model of its own. Run IngestionPipeline without num_workers (its requests already "
+                "run concurrently on the async path: pipeline.arun)"
+            )
         if private.get("_unpickled") is not None and "_encoder" not in private:
             origin = private["_unpickled"]  # received and never used: passed on as received, nothing loads
         else:

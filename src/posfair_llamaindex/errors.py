@@ -86,6 +86,20 @@ class QueryEncodingError(PosFairError, RuntimeError):
     """The process that encodes a query (encoding/query_process.py) refused the query or ended without a vector."""
 
 
+class WrappedEmbeddingError(PosFairError, ValueError):
+    """A wrapped LlamaIndex embedding cannot serve these settings (calibration needs the model's attention, a
+    window does not fit the model's input, its tokenizer or limit is unknown); raised before the model is called."""
+
+
+class WrappedRequestError(PosFairError, RuntimeError):
+    """A request to a wrapped LlamaIndex embedding failed; ``nodes`` are the positions, in the call, of the nodes
+    whose windows it held. No vector of the call is returned, so no node is stored with part of its windows."""
+
+    def __init__(self, message: str, nodes: Optional[list] = None) -> None:
+        super().__init__(message)
+        self.nodes = list(nodes or [])
+
+
 class CliError(PosFairError):
     """A refusal or failure the user can act on; the command line prints it as one line."""
 
@@ -166,4 +180,6 @@ __all__ = [
     "UnsupportedModelError",
     "UpgradeIncompleteError",
     "UpgradeRefusedError",
+    "WrappedEmbeddingError",
+    "WrappedRequestError",
 ]

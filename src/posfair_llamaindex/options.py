@@ -42,6 +42,10 @@ DEFAULT_LENGTH_LIMIT: LengthLimit = "positions"
 # what windows mode keeps beside its windows when not told (docs/RESULTS.md §4.5: windows alone)
 DEFAULT_WINDOW_DOCUMENT: WindowDocument = "none"
 
+# padded tokens per forward pass (rows x the longest row) when none is given: the smallest budget within 3 % of the
+# fastest on two cores, for 128-token windows and 512-token texts alike (docs/RESULTS.md §8.9)
+DEFAULT_BATCH_TOKENS = 8192
+
 # SEA's chunk size when none is given: the paper's basket size, so SEA and calibration share a granularity
 DEFAULT_CHUNK_TOKENS = 128
 

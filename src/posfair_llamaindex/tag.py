@@ -18,7 +18,9 @@ TAG_SCHEMA = 1
 ENCODING_VERSION = 1
 # Recorded for people, left out of the fingerprint: the same weights loaded from another folder, or by
 # another release that encodes identically, make the same vectors.
-INFORMATIONAL_TAG_KEYS = ("package_version", "model")
+# ``embedding_source``: how the command line rebuilds a wrapped LlamaIndex embedding (its kind, name, API base,
+# tokenizer); what its vectors are is the ``embedding`` entry, which takes part.
+INFORMATIONAL_TAG_KEYS = ("package_version", "model", "embedding_source")
 # Recorded as the collection's default, left out of the fingerprint: they decide how queries are encoded
 # (the query prompt) and how a dual collection's two scores are fused, and change no stored vector.
 QUERY_TIME_TAG_KEYS = ("fusion", "query_instruction")
@@ -61,4 +63,5 @@ def settings_from_tag(tag: dict[str, Any]) -> dict[str, Any]:
         "chunker": tag.get("chunker"),
         "windows": tag.get("windows"),
         "fusion": tag.get("fusion"),
+        "embedding_source": tag.get("embedding_source"),
     }

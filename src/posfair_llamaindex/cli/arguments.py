@@ -19,6 +19,7 @@ from posfair_llamaindex.errors import CliError, QdrantUnavailableError
 from posfair_llamaindex.modes import MODES_BY_NAME, document_mode, fused_modes
 from posfair_llamaindex.options import (
     CHUNKERS,
+    DEFAULT_BATCH_TOKENS,
     DEFAULT_CHUNK_TOKENS,
     DEFAULT_LENGTH_LIMIT,
     DEFAULT_WINDOW_DOCUMENT,
@@ -111,7 +112,13 @@ def model_options() -> argparse.ArgumentParser:
     )
     group.add_argument("--device", default=None, help="torch device (cuda when available)")
     group.add_argument("--dtype", choices=DTYPES, default=None, help=f"model precision ({DTYPES[0]})")
-    group.add_argument("--batch-size", type=int, default=16, help="texts per forward pass (%(default)s)")
+    group.add_argument("--batch-size", type=int, default=16, help="texts per embedding call (%(default)s)")
+    group.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=None,
+        help=f"padded tokens per forward pass ({DEFAULT_BATCH_TOKENS})",
+    )
     group.add_argument(
         "--trust-remote-code",
         action="store_true",
@@ -257,6 +264,7 @@ def load_settings_from_args(args, base: Optional[dict[str, Any]] = None):
         dtype=getattr(args, "dtype", None),
         trust_remote_code=getattr(args, "trust_remote_code", False),
         batch_size=getattr(args, "batch_size", None) or DEFAULT_BATCH_SIZE,
+        max_batch_tokens=getattr(args, "max_batch_tokens", None) or DEFAULT_BATCH_TOKENS,
     )
 
 
@@ -266,11 +274,13 @@ def embedding_settings(args, base: Optional[dict[str, Any]] = None) -> dict[str,
     Everything the options alone can be refused for is refused here, before torch and transformers load: a mode
     that does not take an option, invalid settings, a model folder that is not there, windows longer than the
     model's positions."""
+    from posfair_llamaindex.cli.wrapped_options import wrapped_source
     from posfair_llamaindex.encoding.sea import ChunkerConfig
     from posfair_llamaindex.encoding.windows import WindowConfig
     from posfair_llamaindex.model.model_files import check_model_exists
 
     base = dict(base or {})
+    source = wrapped_source(args, base)
     calibration = {**(base.get("calibration") or {}), **calibration_overrides(args)}
     chunker = {**(base.get("chunker") or {}), **chunker_settings(args)}
     mode = getattr(args, "mode", None) or base.get("mode") or MODES[0]
@@ -284,6 +294,24 @@ def embedding_settings(args, base: Optional[dict[str, Any]] = None) -> dict[str,
             f"--window-size, --window-stride and --window-document are used by --mode windows only, not {mode!r}"
         )
     dual_document = mode == "dual" or windows.get("document") == "dual"
+    if source is not None:  # windows or SEA over a LlamaIndex embedding (cli/wrapped_options.py)
+        from posfair_llamaindex.encoding.wrapped import check_wrapped_mode
+
+        try:
+            check_wrapped_mode(None, mode, windows.get("document"))
+        except ValueError as error:
+            raise CliError(str(error).replace("embed_model", f"--embedding {source['kind']}")) from None
+        return dict(
+            embed_source=source,
+            mode=mode,
+            chunker=ChunkerConfig(**chunker) if spec.settings == "chunker" else None,
+            windows=WindowConfig(**windows) if spec.windows else None,
+            fusion=fusion,
+            normalize=base.get("normalize", True),
+            tokenizer=source.get("tokenizer"),
+            max_input_tokens=source.get("max_input_tokens"),
+            embed_batch_size=getattr(args, "batch_size", None) or 16,
+        )
     settings = dict(
         model_name=resolve_model(args.model or base.get("model")),
         # with a dual document, settings left unset take the dual defaults for the model's pooling
@@ -323,6 +351,10 @@ def embedding_from_args(args, base: Optional[dict[str, Any]] = None):
     quiet_transformers()
     from posfair_llamaindex.embedding import PosFairEmbedding
 
+    if "embed_source" in settings:
+        from posfair_llamaindex.cli.wrapped_options import build_wrapped
+
+        return PosFairEmbedding(embed_model=build_wrapped(settings.pop("embed_source")), **settings)
     return PosFairEmbedding(**settings)
 
 

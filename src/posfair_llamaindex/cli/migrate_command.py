@@ -27,6 +27,13 @@ def register(commands) -> None:
         "--collection", action="append", default=None, help="a collection to copy (repeat; default: every one)"
     )
     migrate.add_argument("--batch-size", type=int, default=256, help="points read and written at a time (%(default)s)")
+    migrate.add_argument(
+        "--vector-storage",
+        choices=("float32", "float16", "int8", "binary"),
+        default=None,
+        help="create the copies with every dense vector stored this way (int8, binary: quantized in RAM, the "
+        "originals on disk, searches rescored), recorded in their tags (default: as the source stores them)",
+    )
     migrate.set_defaults(handler=run_migrate)
 
 
@@ -47,7 +54,9 @@ def run_migrate(args) -> int:
             from posfair_llamaindex.qdrant.migrate import copy_collections
 
             try:
-                reports = copy_collections(source, target, args.collection, batch_size=args.batch_size)
+                reports = copy_collections(
+                    source, target, args.collection, batch_size=args.batch_size, vector_storage=args.vector_storage
+                )
             except CopyRefusedError as error:
                 raise CliError(str(error)) from None
         finally:

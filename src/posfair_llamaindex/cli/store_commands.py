@@ -28,16 +28,19 @@ logger = logging.getLogger("posfair")
 
 
 def register(commands) -> None:
-    store, model, calibration, chunker, mode = (
+    from posfair_llamaindex.cli.wrapped_options import wrapped_options
+
+    store, model, calibration, chunker, mode, wrapped = (
         store_options(),
         model_options(),
         calibration_options(),
         chunker_options(),
         mode_options(),
+        wrapped_options(),
     )
     ingest = commands.add_parser(
         "ingest",
-        parents=[store, model, mode, calibration, chunker],
+        parents=[store, model, wrapped, mode, calibration, chunker],
         help="read .txt/.md files or folders into a collection",
         description="Split files into nodes, embed them as --mode says (calibrated by default) and upsert them into "
         "a tagged collection. Files with no usable text are skipped and listed; nodes already stored unchanged are "
@@ -56,12 +59,19 @@ def register(commands) -> None:
     ingest.add_argument("--node-overlap", type=int, default=0, help="overlapping tokens between nodes (%(default)s)")
     ingest.add_argument("--max-file-mb", type=float, default=50.0, help="skip files larger than this (%(default)s MiB)")
     ingest.add_argument("--strict", action="store_true", help="refuse to ingest anything when a file would be skipped")
+    ingest.add_argument(
+        "--vector-storage",
+        choices=("float32", "float16", "int8", "binary"),
+        default=None,
+        help="how a new collection keeps its dense vectors (int8, binary: quantized in RAM, the originals on disk, "
+        "searches rescored); default: int8 for windows, float32 otherwise, and an existing collection as it is",
+    )
     _engine_options(ingest)
     ingest.set_defaults(handler=run_ingest)
 
     query = commands.add_parser(
         "query",
-        parents=[store, model, mode, calibration, chunker],
+        parents=[store, model, wrapped, mode, calibration, chunker],
         help="search a collection",
         description="Embed the query with the plain model and print the nearest nodes. Without encoder options "
         "the encoder recorded in the collection's tag is used.",
@@ -97,6 +107,10 @@ def run_ingest(args) -> int:
     if not args.recreate and client.collection_exists(args.collection):
         _precheck_tag(args, client)
     if args.engine == "ray":
+        if getattr(args, "embedding", None) is not None:
+            raise CliError("--engine ray loads the model in every actor; --embedding runs with --engine local only")
+        if getattr(args, "vector_storage", None) is not None:
+            raise CliError("--vector-storage is not available with --engine ray yet; use --engine local")
         return _run_ray_ingest(args, client)
     from posfair_llamaindex.jobs.ingest import ingest_documents, node_parser_for, read_documents
     from posfair_llamaindex.qdrant import tagged_vector_store
@@ -110,7 +124,12 @@ def run_ingest(args) -> int:
         raise CliError(f"none of the {len(read.skipped)} file(s) has text to ingest: " + _skip_list(read.skipped))
     embed_model = embedding_from_args(args)
     store = tagged_vector_store(
-        client, args.collection, embed_model, recreate=args.recreate, collection_options=_collection_options(args)
+        client,
+        args.collection,
+        embed_model,
+        recreate=args.recreate,
+        collection_options=_collection_options(args),
+        vector_storage=getattr(args, "vector_storage", None),
     )
     parser = node_parser_for(embed_model, args.node_tokens, args.node_overlap)
     for item in read.skipped:
@@ -311,9 +330,11 @@ def run_query(args) -> int:
         raise CliError(f"-k must be at least 1, got {args.top_k}")
     if not args.text.strip():
         raise CliError("the query is empty or whitespace only")
+    from posfair_llamaindex.cli.wrapped_options import WRAPPED_OPTIONS
     from posfair_llamaindex.encoding import query_process
 
-    if encoder_options_given(args):  # an embedding of the options' own: the store checks it against the tag
+    wrapped = any(getattr(args, name, None) is not None for name in WRAPPED_OPTIONS)
+    if encoder_options_given(args) or wrapped:  # an embedding of the options' own: the store checks it against the tag
         query_process.discard_early()
         client = open_client(args)
         _query_tag(client, args.collection)
@@ -325,6 +346,13 @@ def run_query(args) -> int:
     # the collection's own settings: the query's model loads in a second process while this one opens the store
     client = open_client(args)
     tag = _query_tag(client, args.collection)
+    if tag.get("embedding_source"):  # a wrapped LlamaIndex embedding: rebuilt from the tag, its own query path
+        query_process.discard_early()
+        embed_model = embedding_from_args(args, tag_settings(tag))
+        from posfair_llamaindex.qdrant.store import tagged_vector_store
+
+        store = tagged_vector_store(client, args.collection, embed_model)
+        return _print_hits(args, store, embed_model.get_query_embedding(args.text))
     with query_process.take() as encoder:  # started before the command line loaded, unless refused since
         base = tag_settings(tag)
         request = query_process.query_request(embedding_settings(args, base), load_settings_from_args(args, base))

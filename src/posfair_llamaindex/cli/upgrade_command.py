@@ -44,6 +44,12 @@ def register(commands) -> None:
     )
     upgrade.add_argument("--sample", type=int, default=32, help="nodes the check encodes again (at least 32)")
     upgrade.add_argument(
+        "--vector-storage",
+        choices=("float32", "float16", "int8", "binary"),
+        default=None,
+        help="how the new collection keeps its dense vectors (default: int8 for windows, float32 otherwise)",
+    )
+    upgrade.add_argument(
         "--engine",
         choices=("local", "ray"),
         default="local",
@@ -61,7 +67,13 @@ def run_upgrade(args) -> int:
     from posfair_llamaindex.qdrant.upgrade import UpgradeSettings, inspect_source
 
     try:
-        settings = UpgradeSettings(source=args.collection, target=args.into, sample=args.sample, replace=args.replace)
+        settings = UpgradeSettings(
+            source=args.collection,
+            target=args.into,
+            sample=args.sample,
+            replace=args.replace,
+            vector_storage=args.vector_storage,
+        )
     except ValidationError as error:
         # the settings' fields are the options' names (collection and into aside)
         options = {"source": "--collection", "target": "--into"}

@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from posfair_llamaindex.calibration.row_math import RowLayout
+from posfair_llamaindex.encoding.passes import check_budget, forward_passes
 from posfair_llamaindex.model.attention import PLAN_KWARG, CalibrationPlan, RowRecorder
 from posfair_llamaindex.model.loading import SUPPORTED_FAMILIES, UnsupportedModelError, load_model, load_tokenizer
 from posfair_llamaindex.model.model_files import (
@@ -28,7 +29,14 @@ from posfair_llamaindex.model.model_files import (
 )
 from posfair_llamaindex.model.pooling import pool_hidden_states, pooling_positions
 from posfair_llamaindex.model.prompts import NO_PROMPT, PromptSpan, prompt_span
-from posfair_llamaindex.options import DEFAULT_LENGTH_LIMIT, DTYPES, LENGTH_LIMITS, PADDING_SIDES, POOLINGS
+from posfair_llamaindex.options import (
+    DEFAULT_BATCH_TOKENS,
+    DEFAULT_LENGTH_LIMIT,
+    DTYPES,
+    LENGTH_LIMITS,
+    PADDING_SIDES,
+    POOLINGS,
+)
 
 if TYPE_CHECKING:  # a plain forward pass needs no calibration config (nor pydantic)
     from posfair_llamaindex.calibration.config import CalibrationConfig
@@ -337,14 +345,20 @@ class PosFairEncoder:
         texts: Sequence[str],
         calibration: Optional[CalibrationConfig] = None,
         *,
-        batch_size: int = 16,
+        batch_size: Optional[int] = None,
+        max_batch_tokens: Optional[int] = None,
         normalize: bool = True,
         show_progress: bool = False,
         dual: bool = False,
         prompt: str = "",
         tokenized: Optional[TokenizedTexts] = None,
     ) -> np.ndarray:
-        """Embed ``texts`` (float32 ``[n, dim]``), longest first in batches, returned in input order.
+        """Embed ``texts`` (float32 ``[n, dim]``), longest first in forward passes, returned in input order.
+
+        A pass holds at most ``max_batch_tokens`` padded tokens (rows x its longest text) and at most
+        ``batch_size`` texts; with neither given, passes follow the token budget
+        :data:`~posfair_llamaindex.options.DEFAULT_BATCH_TOKENS`. How texts share passes does not change their
+        vectors beyond float rounding.
 
         With ``dual=True`` each row is the plain vector followed by the calibrated one (``[n, 2 * dim]``),
         both from one shared pass (see :meth:`encode_batch`). ``prompt`` goes in front of every text, as
@@ -354,8 +368,12 @@ class PosFairEncoder:
         """
         texts = check_texts(texts)
         span = self.prompt_span(prompt)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if batch_size is not None:
+            check_budget(batch_size, "batch_size")
+        if max_batch_tokens is not None:
+            check_budget(max_batch_tokens)
+        elif batch_size is None:
+            max_batch_tokens = DEFAULT_BATCH_TOKENS
         if calibration is not None:
             self.check_calibration(calibration)
         if dual and calibration is None:
@@ -370,15 +388,14 @@ class PosFairEncoder:
                 f"tokenized holds {len(tokenized.inputs)} text(s) with prompt {tokenized.prompt!r}, but "
                 f"{len(texts)} text(s) with prompt {prompt!r} were given"
             )
-        lengths = tokenized.lengths
-        self._warn_truncation(lengths)
-        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        self._warn_truncation(tokenized.lengths)
+        padded = [len(item["input_ids"]) for item in tokenized.inputs]
         result = np.empty((len(texts), width), dtype=np.float32)
-        starts = range(0, len(order), batch_size)
-        for start in tqdm(starts, desc="Encoding", unit="batch", disable=not show_progress):
-            chosen = order[start : start + batch_size]
-            batch = self.pad([tokenized.inputs[i] for i in chosen])
-            result[chosen] = self._forward(batch, calibration, normalize, None, dual, span)
+        with tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show_progress) as progress:
+            for chosen in forward_passes(padded, max_tokens=max_batch_tokens, max_rows=batch_size):
+                batch = self.pad([tokenized.inputs[i] for i in chosen])
+                result[chosen] = self._forward(batch, calibration, normalize, None, dual, span)
+                progress.update(len(chosen))
         return result
 
     def encode_batch(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from posfair_llamaindex.options import DType, LengthLimit, PaddingSide, Pooling
+from posfair_llamaindex.options import DEFAULT_BATCH_TOKENS, DType, LengthLimit, PaddingSide, Pooling
 
 if TYPE_CHECKING:  # building the value must not load torch
     from posfair_llamaindex.encoding.encoder import PosFairEncoder
@@ -24,7 +24,8 @@ class LoadSettings(BaseModel):
     """``pooling``: detected from the model's sentence-transformers files when None. ``max_length``: tokens per
     text, ``"model_card"`` or ``"positions"`` (None: ``options.DEFAULT_LENGTH_LIMIT``). ``device``: CUDA when
     available if None. ``dtype``: the model's precision. ``trust_remote_code``: run the model folder's own code.
-    ``batch_size``: texts per forward pass."""
+    ``batch_size``: texts per call of the embedding (LlamaIndex's ``embed_batch_size``). ``max_batch_tokens``: padded
+    tokens per forward pass."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -34,6 +35,7 @@ class LoadSettings(BaseModel):
     dtype: Optional[DType] = None
     trust_remote_code: bool = False
     batch_size: int = Field(default=DEFAULT_BATCH_SIZE, ge=1)
+    max_batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, ge=1)
 
     def encoder(self, model_name: str, *, padding_side: PaddingSide = "right") -> PosFairEncoder:
         """A freshly loaded encoder under these settings."""
@@ -60,6 +62,7 @@ class LoadSettings(BaseModel):
             "dtype": self.dtype,
             "trust_remote_code": self.trust_remote_code,
             "embed_batch_size": self.batch_size,
+            "max_batch_tokens": self.max_batch_tokens,
         }
 
     def with_pooling(self, pooling: Optional[str]) -> LoadSettings:

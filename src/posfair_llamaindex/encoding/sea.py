@@ -139,7 +139,8 @@ class SegmentEmbedAverage:
         texts: Sequence[str],
         *,
         prompt: str = "",
-        batch_size: int = 16,
+        batch_size: Optional[int] = None,
+        max_batch_tokens: Optional[int] = None,
         normalize: bool = True,
         show_progress: bool = False,
     ) -> np.ndarray:
@@ -150,7 +151,13 @@ class SegmentEmbedAverage:
         pieces = [self.split(text) for text in texts]
         flat = [chunk for chunks in pieces for chunk in chunks]
         chunk_vectors = self.encoder.encode(
-            flat, None, batch_size=batch_size, normalize=True, show_progress=show_progress, prompt=prompt
+            flat,
+            None,
+            batch_size=batch_size,
+            max_batch_tokens=max_batch_tokens,
+            normalize=True,
+            show_progress=show_progress,
+            prompt=prompt,
         )
         result = np.empty((len(texts), self.encoder.dimension), dtype=np.float32)
         start = 0

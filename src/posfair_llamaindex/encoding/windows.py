@@ -158,12 +158,22 @@ class WindowEmbedder:
         self.encoder = encoder
 
     def encode(
-        self, texts: Sequence[str], *, prompt: str = "", batch_size: int = 16, normalize: bool = True
+        self,
+        texts: Sequence[str],
+        *,
+        prompt: str = "",
+        batch_size: Optional[int] = None,
+        max_batch_tokens: Optional[int] = None,
+        normalize: bool = True,
     ) -> list[np.ndarray]:
+        """The windows of all ``texts`` share forward passes (``PosFairEncoder.encode``'s ``batch_size`` and
+        ``max_batch_tokens``), so many short windows fill a pass as a few long texts would."""
         self.splitter.check_fits(prompt)
         windows = self.splitter.split(texts)
         flat = [window for per_text in windows for window in per_text]
-        vectors = self.encoder.encode(flat, None, batch_size=batch_size, normalize=normalize, prompt=prompt)
+        vectors = self.encoder.encode(
+            flat, None, batch_size=batch_size, max_batch_tokens=max_batch_tokens, normalize=normalize, prompt=prompt
+        )
         out, start = [], 0
         for per_text in windows:
             out.append(vectors[start : start + len(per_text)])

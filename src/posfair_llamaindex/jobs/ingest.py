@@ -196,9 +196,21 @@ def node_parser_for(
     node however long, where every other mode would cut the node's end away."""
     from llama_index.core.node_parser import SentenceSplitter
 
-    tokenizer = embed_model.encoder.tokenizer
-    prefix = len(tokenizer(embed_model.text_instruction or "", add_special_tokens=False)["input_ids"])
-    limit = embed_model.encoder.content_limit - prefix
+    encoder = embed_model.encoder
+    if getattr(encoder, "is_wrapped", False):  # a wrapped embedding's own tokens; its limit counts its own prompt
+        limit = encoder.content_limit
+
+        def tokens_of(text: str) -> list[int]:
+            return [0] * encoder.offsets.count(text)
+
+    else:
+        tokenizer = encoder.tokenizer
+        prefix = len(tokenizer(embed_model.text_instruction or "", add_special_tokens=False)["input_ids"])
+        limit = encoder.content_limit - prefix
+
+        def tokens_of(text: str) -> list[int]:
+            return tokenizer(text, add_special_tokens=False)["input_ids"]
+
     size = chunk_size or limit
     if size > limit and not document_mode(embed_model.mode).windows:
         raise ValueError(
@@ -206,13 +218,10 @@ def node_parser_for(
             "(--mode windows) embeds longer nodes whole"
         )
 
-    def count(text: str) -> list[int]:
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
-
     def node_id(index: int, document: Document) -> str:
         return str(uuid.uuid5(NODE_ID_NAMESPACE, f"{document.doc_id}#{index}"))
 
-    return SentenceSplitter(chunk_size=size, chunk_overlap=chunk_overlap, tokenizer=count, id_func=node_id)
+    return SentenceSplitter(chunk_size=size, chunk_overlap=chunk_overlap, tokenizer=tokens_of, id_func=node_id)
 
 
 def document_label(document: Document) -> str:

@@ -33,6 +33,7 @@ from posfair_llamaindex.qdrant.vector_layout import (
     layout_for,
     mode_vectors,
 )
+from posfair_llamaindex.qdrant.vector_storage import StorageChoice
 from posfair_llamaindex.tag import ENCODER_TAG_KEYS, comparable_tag
 
 # LlamaIndex's payload key of a node's source document (llama_index.vector_stores.qdrant.base.DOCUMENT_ID_KEY)
@@ -50,13 +51,27 @@ Step = tuple[str, tuple, dict[str, Any]]
 
 
 class CollectionSpec(BaseModel):
-    """A tagged collection: its tag, what its points hold (the layout) and how it is created (the options)."""
+    """A tagged collection: its tag, what its points hold (the layout) and how it is created (the options).
+
+    ``adopt_storage``: the vector storage was left to its default, so an existing collection is read as it is
+    stored (float32 where its tag records no storage: every collection made before the choice existed) instead
+    of being refused for another storage; a new one is created with the layout's.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     tag: dict[str, Any]
     layout: VectorLayout
     options: CollectionOptions = Field(default_factory=CollectionOptions)
+    adopt_storage: bool = False
+
+    def stored_as(self, stored: Optional[dict[str, Any]]) -> CollectionSpec:
+        """This spec for an existing collection whose tag is ``stored``: with its storage when this one adopts."""
+        if not self.adopt_storage or stored is None:
+            return self
+        layout = self.layout.with_stored_storage(stored)
+        base = {key: value for key, value in self.tag.items() if key not in self.layout.tag()}
+        return self.model_copy(update={"layout": layout, "tag": {**base, **layout.tag()}, "adopt_storage": False})
 
 
 def tag_for(embed_model: PosFairEmbedding, layout: VectorLayout) -> dict[str, Any]:
@@ -70,9 +85,18 @@ def collection_spec(
     options: Optional[CollectionOptions] = None,
     **layout_options: Any,
 ) -> CollectionSpec:
-    """The tagged collection for ``embed_model``, with the sparse vector ``hybrid`` beside the dense one(s)."""
+    """The tagged collection for ``embed_model``, with the sparse vector ``hybrid`` beside the dense one(s).
+
+    Without a ``vector_storage``, the spec adopts an existing collection's storage (:class:`CollectionSpec`)."""
+    options = options or CollectionOptions()
+    layout_options.setdefault("default_storage", options.quantization_config is None)
     layout = layout_for(embed_model, sparse=hybrid, **layout_options)
-    return CollectionSpec(tag=tag_for(embed_model, layout), layout=layout, options=options or CollectionOptions())
+    return CollectionSpec(
+        tag=tag_for(embed_model, layout),
+        layout=layout,
+        options=options,
+        adopt_storage=layout_options.get("vector_storage") is None,
+    )
 
 
 def collection_tag(info: rest.CollectionInfo) -> Optional[dict[str, Any]]:
@@ -88,10 +112,16 @@ def stored_tag_for(embed_model: PosFairEmbedding) -> dict[str, Any]:
 
 
 def check_collection(
-    name: str, info: rest.CollectionInfo, embed_model: PosFairEmbedding, hybrid: Optional[SparseVector] = None
+    name: str,
+    info: rest.CollectionInfo,
+    embed_model: PosFairEmbedding,
+    hybrid: Optional[SparseVector] = None,
+    vector_storage: StorageChoice = None,
 ) -> None:
-    """Raise :class:`CollectionTagMismatchError` unless the collection was made for ``embed_model``."""
-    check_spec(name, info, collection_spec(embed_model, hybrid))
+    """Raise :class:`CollectionTagMismatchError` unless the collection was made for ``embed_model`` (stored as
+    ``vector_storage``; left unset, stored any way)."""
+    spec = collection_spec(embed_model, hybrid, vector_storage=vector_storage)
+    check_spec(name, info, spec.stored_as(collection_tag(info)))
 
 
 def check_spec(name: str, info: rest.CollectionInfo, spec: CollectionSpec) -> None:
@@ -164,11 +194,12 @@ def create_kwargs(name: str, spec: CollectionSpec) -> dict[str, Any]:
 
 def _procedure(
     name: str, spec: CollectionSpec, recreate: bool, local: bool, edge: bool = False
-) -> Generator[Step, Any, bool]:
+) -> Generator[Step, Any, tuple[bool, CollectionSpec]]:
     """Create the tagged collection or check the existing one's tag, as a sequence of client calls.
 
     Written once as a generator that yields each call and receives its result (or its exception thrown
-    in), so the sync and the async client run exactly the same procedure. Returns True when it created.
+    in), so the sync and the async client run exactly the same procedure. Returns (True when it created, the
+    spec of the collection now there: an existing one's vector storage where ``spec`` adopts it).
     An existing collection gets the payload indexes asked for, as LlamaIndex's store gives them on opening.
     """
     if local or edge:  # neither embedded engine has shards: refused before anything is created
@@ -176,9 +207,10 @@ def _procedure(
     if (yield "collection_exists", (name,), {}):
         info = yield "get_collection", (name,), {}
         try:
-            check_spec(name, info, spec)
+            opened = spec.stored_as(collection_tag(info))
+            check_spec(name, info, opened)
             yield from _payload_indexes(name, spec)
-            return False
+            return False, opened
         except CollectionTagMismatchError:
             if not recreate:
                 raise
@@ -190,12 +222,14 @@ def _procedure(
         if not _already_exists(error):
             raise
         # another writer created it between our check and our create: its tag must match ours
-        check_spec(name, (yield "get_collection", (name,), {}), spec)
+        info = yield "get_collection", (name,), {}
+        opened = spec.stored_as(collection_tag(info))
+        check_spec(name, info, opened)
         yield from _shard_keys(name, spec)  # as LlamaIndex's store does when its create finds the collection
         yield from _payload_indexes(name, spec)
-        return False
+        return False, opened
     yield from _after_create(name, spec, local)
-    return True
+    return True, spec.model_copy(update={"adopt_storage": False})
 
 
 def ensure_tagged_collection(
@@ -206,23 +240,30 @@ def ensure_tagged_collection(
     recreate: bool = False,
     retry: RetryPolicy = DEFAULT_RETRY,
     hybrid: Optional[SparseVector] = None,
+    vector_storage: StorageChoice = None,
     **collection_options: Any,
 ) -> bool:
     """Create the tagged collection, or check the existing one's tag. Returns True when it was created.
 
-    ``hybrid`` adds a sparse vector beside the dense one(s). ``collection_options`` go to ``create_collection``
-    (e.g. ``shard_number``, ``replication_factor``, ``hnsw_config``; see ``tagged_vector_store``).
+    ``hybrid`` adds a sparse vector beside the dense one(s). ``vector_storage`` says how the dense vectors are
+    stored (see ``tagged_vector_store``). ``collection_options`` go to ``create_collection`` (e.g.
+    ``shard_number``, ``replication_factor``, ``hnsw_config``; see ``tagged_vector_store``).
     """
     _check_embed_model(embed_model)
-    spec = _spec_from(embed_model, hybrid, collection_options)
+    spec = _spec_from(embed_model, hybrid, collection_options, vector_storage)
     return ensure_spec(client, collection_name, spec, recreate=recreate, retry=retry)
 
 
 def _spec_from(
-    embed_model: PosFairEmbedding, hybrid: Optional[SparseVector], options: dict[str, Any]
+    embed_model: PosFairEmbedding,
+    hybrid: Optional[SparseVector],
+    options: dict[str, Any],
+    vector_storage: StorageChoice = None,
 ) -> CollectionSpec:
     resolved = resolve_options({}, options, named=mode_vectors(embed_model))
-    return collection_spec(embed_model, hybrid, resolved.collection, dense_config=resolved.dense_config)
+    return collection_spec(
+        embed_model, hybrid, resolved.collection, dense_config=resolved.dense_config, vector_storage=vector_storage
+    )
 
 
 def ensure_spec(
@@ -234,6 +275,19 @@ def ensure_spec(
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> bool:
     """:func:`ensure_tagged_collection` from a ready spec (the store re-creates its collection after ``clear``)."""
+    return open_spec(client, collection_name, spec, recreate=recreate, retry=retry)[0]
+
+
+def open_spec(
+    client: QdrantClient,
+    collection_name: str,
+    spec: CollectionSpec,
+    *,
+    recreate: bool = False,
+    retry: RetryPolicy = DEFAULT_RETRY,
+) -> tuple[bool, CollectionSpec]:
+    """:func:`ensure_spec`, returning also the spec of the collection now there (its stored vector storage where
+    ``spec`` adopts one)."""
     steps = _procedure(collection_name, spec, recreate, is_local(client), is_edge(client))
     target = describe_client(client)
     outcome: Any = None
@@ -266,11 +320,12 @@ async def aensure_tagged_collection(
     recreate: bool = False,
     retry: RetryPolicy = DEFAULT_RETRY,
     hybrid: Optional[SparseVector] = None,
+    vector_storage: StorageChoice = None,
     **collection_options: Any,
 ) -> bool:
     """The async twin of :func:`ensure_tagged_collection`: the same procedure on an ``AsyncQdrantClient``."""
     _check_embed_model(embed_model)
-    spec = _spec_from(embed_model, hybrid, collection_options)
+    spec = _spec_from(embed_model, hybrid, collection_options, vector_storage)
     return await aensure_spec(aclient, collection_name, spec, recreate=recreate, retry=retry)
 
 
@@ -283,6 +338,18 @@ async def aensure_spec(
     retry: RetryPolicy = DEFAULT_RETRY,
 ) -> bool:
     """The async twin of :func:`ensure_spec`."""
+    return (await aopen_spec(aclient, collection_name, spec, recreate=recreate, retry=retry))[0]
+
+
+async def aopen_spec(
+    aclient: AsyncQdrantClient,
+    collection_name: str,
+    spec: CollectionSpec,
+    *,
+    recreate: bool = False,
+    retry: RetryPolicy = DEFAULT_RETRY,
+) -> tuple[bool, CollectionSpec]:
+    """The async twin of :func:`open_spec`."""
     steps = _procedure(collection_name, spec, recreate, is_local(aclient), is_edge(aclient))
     target = describe_client(aclient)
     outcome: Any = None

@@ -6,6 +6,10 @@ metadata (the posfair tag) and payload indexes come along, and the copy is check
 stopped midway is resumed by running it again: points already in the target are not written twice. A target
 collection that is not an earlier copy of the same source (another tag or vectors, or ids the source lacks) is
 refused before anything is written.
+
+``vector_storage`` (``posfair migrate --vector-storage int8``) moves tagged collections to another storage on the
+way: the copy is created with every dense vector stored that way (``vector_storage.restore_collection``) and its tag
+records it; the vectors themselves are copied as they are.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from qdrant_client.http import models as rest
 from tqdm.auto import tqdm
 
 from posfair_llamaindex.errors import CopyRefusedError
+from posfair_llamaindex.qdrant.vector_storage import StorageChoice, restore_collection
+
+METADATA_KEY = "posfair"  # collection.METADATA_KEY (importing collection here would load the store's code)
 
 
 @dataclass
@@ -36,6 +43,7 @@ def copy_collections(
     *,
     batch_size: int = 256,
     show_progress: bool = True,
+    vector_storage: StorageChoice = None,
 ) -> list[CopyReport]:
     """Copy ``names`` (every collection when None) from ``source`` to ``target``; see the module docstring.
 
@@ -48,22 +56,43 @@ def copy_collections(
     missing = [name for name in wanted if name not in available]
     if missing:
         raise CopyRefusedError(f"the source has no collection {missing}; it has {available}")
+    configs = {name: _target_config(source.get_collection(name), name, vector_storage) for name in wanted}
     for name in wanted:  # every refusal before the first write
         if target.collection_exists(name):
-            _check_resumable(source, target, name)
-    return [_copy_one(source, target, name, batch_size, show_progress) for name in wanted]
+            _check_resumable(source, target, name, configs[name][1])
+    return [_copy_one(source, target, name, batch_size, show_progress, configs[name]) for name in wanted]
 
 
-def _copy_one(source: QdrantClient, target: QdrantClient, name: str, batch_size: int, show_progress: bool):
+def _target_config(info: Any, name: str, vector_storage: StorageChoice) -> tuple[Any, Optional[dict]]:
+    """The copy's dense vectors config and metadata: the source's, or with its vectors stored as asked."""
+    vectors, metadata = info.config.params.vectors, info.config.metadata
+    if vector_storage is None:
+        return vectors, metadata
+    tag = (metadata or {}).get(METADATA_KEY)
+    if not isinstance(tag, dict):
+        raise CopyRefusedError(
+            f"--vector-storage changes how a posfair collection stores its vectors and records it in its tag; "
+            f"{name!r} has no posfair tag. Copy it without --vector-storage; nothing was written"
+        )
+    try:
+        vectors, tag = restore_collection(vectors, tag, vector_storage)
+    except (TypeError, ValueError) as error:
+        raise CopyRefusedError(f"{name!r}: {error}; nothing was written") from None
+    return vectors, {**metadata, METADATA_KEY: tag}
+
+
+def _copy_one(
+    source: QdrantClient, target: QdrantClient, name: str, batch_size: int, show_progress: bool, config: tuple
+):
     info = source.get_collection(name)
     created = not target.collection_exists(name)
     if created:
         params = info.config.params
         target.create_collection(
             name,
-            vectors_config=params.vectors,
+            vectors_config=config[0],
             sparse_vectors_config=params.sparse_vectors,
-            metadata=info.config.metadata,
+            metadata=config[1],
         )
         for field, schema in (info.payload_schema or {}).items():
             target.create_payload_index(name, field, schema.data_type)
@@ -85,13 +114,14 @@ def _copy_one(source: QdrantClient, target: QdrantClient, name: str, batch_size:
     return CopyReport(collection=name, points=total, copied=copied, created=created)
 
 
-def _check_resumable(source: QdrantClient, target: QdrantClient, name: str) -> None:
-    """An existing target must be an earlier copy of this source: the same tag, vectors and a subset of its ids."""
+def _check_resumable(source: QdrantClient, target: QdrantClient, name: str, metadata: Optional[dict]) -> None:
+    """An existing target must be an earlier copy of this source: the same tag (``metadata``, the copy's), vectors
+    and a subset of its ids."""
     mine, theirs = source.get_collection(name).config, target.get_collection(name).config
-    if (mine.metadata or {}) != (theirs.metadata or {}):
+    if (metadata or {}) != (theirs.metadata or {}):
         raise CopyRefusedError(
             f"the target already has a collection {name!r} with another tag or metadata (source "
-            f"{mine.metadata!r}, target {theirs.metadata!r}); nothing was written. Copy into another target, or "
+            f"{metadata!r}, target {theirs.metadata!r}); nothing was written. Copy into another target, or "
             "delete that collection first"
         )
     if _vectors(mine.params) != _vectors(theirs.params):

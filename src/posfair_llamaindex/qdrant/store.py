@@ -31,8 +31,10 @@ from posfair_llamaindex.options import FUSIONS, RRF_K
 from posfair_llamaindex.qdrant.collection import (
     CollectionSpec,
     aensure_spec,
+    aopen_spec,
     check_spec,
     ensure_spec,
+    open_spec,
     tag_for,
 )
 from posfair_llamaindex.qdrant.retry import (
@@ -57,6 +59,7 @@ from posfair_llamaindex.qdrant.vector_layout import (
     layout_for,
     mode_vectors,
 )
+from posfair_llamaindex.qdrant.vector_storage import StorageChoice
 
 if TYPE_CHECKING:  # a store reading a tagged collection needs no model, so importing it loads no torch
     from posfair_llamaindex.embedding import PosFairEmbedding
@@ -621,7 +624,10 @@ class StorePlan:
 
 
 def plan_store(
-    embed_model: PosFairEmbedding, store_kwargs: dict[str, Any], collection_options: Optional[dict[str, Any]]
+    embed_model: PosFairEmbedding,
+    store_kwargs: dict[str, Any],
+    collection_options: Optional[dict[str, Any]],
+    vector_storage: StorageChoice = None,
 ) -> StorePlan:
     """Resolve every option into the tagged collection's spec; refuses by name before anything is created."""
     _check_embed_model(embed_model)
@@ -637,8 +643,16 @@ def plan_store(
         # a fusion function of one's own means LlamaIndex's client-side fusion, whatever the default rule
         hybrid_rule=resolved.posfair.get("hybrid_fusion")
         or ("relative" if resolved.store_kwargs.get("hybrid_fusion_fn") is not None else None),
+        vector_storage=vector_storage,
+        # a collection-wide quantization_config is the caller's own storage choice: no default beside it
+        default_storage=resolved.collection.quantization_config is None,
     )
-    spec = CollectionSpec(tag=tag_for(embed_model, layout), layout=layout, options=resolved.collection)
+    spec = CollectionSpec(
+        tag=tag_for(embed_model, layout),
+        layout=layout,
+        options=resolved.collection,
+        adopt_storage=vector_storage is None,
+    )
     return StorePlan(spec=spec, store_kwargs=resolved.store_kwargs)
 
 
@@ -682,9 +696,17 @@ def tagged_vector_store(
     recreate: bool = False,
     retry: RetryPolicy = DEFAULT_RETRY,
     collection_options: Optional[dict[str, Any]] = None,
+    vector_storage: StorageChoice = None,
     **store_kwargs: Any,
 ) -> PosFairQdrantVectorStore:
     """A ``QdrantVectorStore`` bound to a collection tagged for ``embed_model`` (created if missing).
+
+    ``vector_storage`` says how the dense vectors are kept: ``"float32"``, ``"float16"``, ``"int8"`` or
+    ``"binary"`` (int8 and binary: a quantized copy in RAM, the originals on disk, every search rescored), a
+    :class:`~posfair_llamaindex.qdrant.vector_storage.VectorStorage` for its details, or ``{vector name: ...}``.
+    Left unset, a new windows collection keeps its windows as int8 and everything else as float32, and an
+    existing collection is read as it is stored; a choice that differs from an existing collection's is refused
+    (:class:`CollectionTagMismatchError`, naming both).
 
     ``store_kwargs`` are LlamaIndex's ``QdrantVectorStore`` options, each with its meaning there (or refused by
     name: :data:`~posfair_llamaindex.qdrant.store_options.UPSTREAM_OPTIONS` says what each does here), plus
@@ -693,9 +715,10 @@ def tagged_vector_store(
     ..., or the cluster options). With ``enable_hybrid=True`` (and ``sparse_doc_fn``/``sparse_query_fn``, or
     fastembed) the collection gets a sparse vector beside the dense one(s), recorded in the tag.
     """
-    plan = plan_store(embed_model, store_kwargs, collection_options)
+    plan = plan_store(embed_model, store_kwargs, collection_options, vector_storage)
     client, aclient = _clients(client, aclient, plan.store_kwargs, need_sync=True)
-    ensure_spec(client, collection_name, plan.spec, recreate=recreate, retry=retry)
+    _, spec = open_spec(client, collection_name, plan.spec, recreate=recreate, retry=retry)
+    plan = dataclasses.replace(plan, spec=spec)
     return _store_for(collection_name, plan, retry, client=client, aclient=aclient)
 
 
@@ -707,14 +730,16 @@ async def atagged_vector_store(
     recreate: bool = False,
     retry: RetryPolicy = DEFAULT_RETRY,
     collection_options: Optional[dict[str, Any]] = None,
+    vector_storage: StorageChoice = None,
     **store_kwargs: Any,
 ) -> PosFairQdrantVectorStore:
     """The async twin of :func:`tagged_vector_store`, for an ``AsyncQdrantClient``."""
-    plan = plan_store(embed_model, store_kwargs, collection_options)
+    plan = plan_store(embed_model, store_kwargs, collection_options, vector_storage)
     client, aclient = _clients(None, aclient, plan.store_kwargs, need_sync=False)
     if aclient is None:
         raise TypeError("atagged_vector_store needs an AsyncQdrantClient (or url=...)")
-    await aensure_spec(aclient, collection_name, plan.spec, recreate=recreate, retry=retry)
+    _, spec = await aopen_spec(aclient, collection_name, plan.spec, recreate=recreate, retry=retry)
+    plan = dataclasses.replace(plan, spec=spec)
     return _store_for(collection_name, plan, retry, client=client, aclient=aclient)
 
 

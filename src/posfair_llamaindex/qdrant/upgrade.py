@@ -32,7 +32,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from qdrant_client import QdrantClient
@@ -82,6 +82,10 @@ class UpgradeSettings(BaseModel):
     replace: bool = Field(default=False, description="delete the source once the target is proven complete")
     catch_up_rounds: int = Field(
         default=3, ge=0, description="passes that copy points added or changed in the source during the upgrade"
+    )
+    vector_storage: Optional[Literal["float32", "float16", "int8", "binary"]] = Field(
+        default=None,
+        description="how the target keeps its dense vectors (default: the mode's, int8 for windows' multivector)",
     )
 
     @model_validator(mode="after")
@@ -161,7 +165,7 @@ def upgrade_collection(
         )
     _check_target(client, settings, embed_model)
     checked, lowest = _check_sample(client, settings, source, embed_model)
-    store = tagged_vector_store(client, settings.target, embed_model)
+    store = tagged_vector_store(client, settings.target, embed_model, vector_storage=settings.vector_storage)
     encode = encode or computed_part(embed_model).get_text_embedding_batch
     report = UpgradeReport(settings.source, settings.target, source.points, 0, 0, checked, lowest, 0, 0, False)
     copy = _Copier(client, settings, source, store, embed_model, encode, report)
@@ -227,7 +231,7 @@ def _check_target(client: QdrantClient, settings: UpgradeSettings, embed_model: 
         f"UpgradeSettings.target), or delete {settings.target!r} if its points may go, and run again."
     )
     try:
-        check_collection(settings.target, info, embed_model)
+        check_collection(settings.target, info, embed_model, vector_storage=settings.vector_storage)
     except CollectionTagMismatchError as error:
         raise UpgradeRefusedError(
             f"the target {settings.target!r} already exists and was not made for this embedding "

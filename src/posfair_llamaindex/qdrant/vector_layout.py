@@ -20,6 +20,14 @@ from qdrant_client.http import models as rest
 
 from posfair_llamaindex.modes import WINDOWS_VECTOR, document_mode
 from posfair_llamaindex.options import DEFAULT_WINDOW_DOCUMENT, FUSIONS, RRF_K, Fusion
+from posfair_llamaindex.qdrant.vector_storage import (
+    DEFAULT_WINDOWS_STORAGE,
+    TAG_KEY,
+    StorageChoice,
+    VectorStorage,
+    storage_by_name,
+    stored_types,
+)
 
 if TYPE_CHECKING:  # reading a layout must not load torch
     from posfair_llamaindex.embedding import PosFairEmbedding
@@ -65,20 +73,45 @@ WEIGHTED_DEFAULT_HYBRID_RULE = "relative"
 
 
 class DenseVector(BaseModel):
-    """One named dense vector of a point and its Qdrant params (size, distance, on_disk, HNSW, quantization)."""
+    """One named dense vector of a point and its Qdrant params (size, distance, on_disk, HNSW, quantization).
+
+    ``storage`` (None: as ``params`` say, float32 unless they set a datatype) is how its floats are kept:
+    :attr:`stored_params` are ``params`` with it applied, what the collection is created with.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     params: rest.VectorParams
+    storage: Optional[VectorStorage] = None
+
+    @model_validator(mode="after")
+    def _storage_fits(self) -> DenseVector:
+        _ = self.stored_params  # refuses a storage that dense_config already decides otherwise
+        return self
 
     @property
     def is_multivector(self) -> bool:
         return self.params.multivector_config is not None
 
+    @property
+    def stored_params(self) -> rest.VectorParams:
+        return self.params if self.storage is None else self.storage.apply(self.params, self.name)
+
+    @property
+    def storage_type(self) -> str:
+        """float32, float16, int8 or binary: how this vector's floats are kept."""
+        if self.storage is not None:
+            return self.storage.type
+        datatype = self.params.datatype
+        return datatype.value if datatype is not None and datatype != rest.Datatype.UINT8 else "float32"
+
     def search_params(self, params: Optional[rest.SearchParams]) -> Optional[rest.SearchParams]:
         """What a search of this vector runs with: the caller's params, with a multivector's beam widened to
-        :data:`MULTIVECTOR_HNSW_EF` where they set neither a beam nor exact search."""
+        :data:`MULTIVECTOR_HNSW_EF` where they set neither a beam nor exact search, and a quantized vector's
+        rescoring (``QuantizationSearchParams``) where they set none."""
+        if self.storage is not None:
+            params = self.storage.search_params(params)
         if not self.is_multivector or (params is not None and (params.hnsw_ef is not None or params.exact)):
             return params
         if params is None:
@@ -203,8 +236,8 @@ class VectorLayout(BaseModel):
 
     def vectors_config(self) -> Union[rest.VectorParams, dict[str, rest.VectorParams]]:
         if self.names == (UNNAMED_VECTOR,):
-            return self.dense[0].params
-        return {v.name: v.params for v in self.dense}
+            return self.dense[0].stored_params
+        return {v.name: v.stored_params for v in self.dense}
 
     def sparse_vectors_config(self) -> Optional[dict[str, rest.SparseVectorParams]]:
         return None if self.sparse is None else {self.sparse.name: self.sparse.params}
@@ -226,19 +259,23 @@ class VectorLayout(BaseModel):
         ``distance`` (when not Cosine: a Cosine collection stores unit vectors and scores by angle, a Dot one
         stores them as given) and ``datatype`` (when not float32: the stored values change) decide what a
         vector means; ``on_disk``, HNSW and quantization settings decide where and how fast, so they stay out.
-        ``hybrid`` records the sparse vector. Dense-only Cosine float32 layouts add nothing, so their tags and
-        fingerprints stay as they were.
+        ``vector_storage`` (int8 or binary: a search reads a quantized copy) records a quantized
+        :class:`VectorStorage`. ``hybrid`` records the sparse vector. Dense-only Cosine float32 layouts add
+        nothing, so their tags and fingerprints stay as they were.
         """
         tag: dict[str, Any] = {}
         if self.distance != rest.Distance.COSINE:
             tag["distance"] = self.distance.value
         datatypes = {
-            v.name: v.params.datatype.value
+            v.name: v.stored_params.datatype.value
             for v in self.dense
-            if v.params.datatype is not None and v.params.datatype != rest.Datatype.FLOAT32
+            if v.stored_params.datatype is not None and v.stored_params.datatype != rest.Datatype.FLOAT32
         }
         if datatypes:
             tag["datatype"] = datatypes
+        quantized = {v.name: v.storage.type for v in self.dense if v.storage is not None and v.storage.quantized}
+        if quantized:
+            tag[TAG_KEY] = quantized
         if self.sparse is not None:
             hybrid: dict[str, Any] = {}
             if not self.is_fused:  # LlamaIndex's query code reads the one dense vector by this name
@@ -246,6 +283,24 @@ class VectorLayout(BaseModel):
             hybrid.update(sparse_vector=self.sparse.name, sparse_encoder=self.sparse.encoder, idf=self.sparse.idf)
             tag["hybrid"] = hybrid
         return tag
+
+    def storage_types(self) -> dict[str, str]:
+        """``{vector name: float32 | float16 | int8 | binary}``."""
+        return {v.name: v.storage_type for v in self.dense}
+
+    def with_stored_storage(self, tag: Optional[dict[str, Any]]) -> VectorLayout:
+        """This layout with each dense vector stored as ``tag`` (a collection's) records it: float32 where it
+        records nothing, as every collection made before the storage choice existed."""
+        found = stored_types(tag, self.names)
+
+        def restored(vector: DenseVector) -> DenseVector:
+            kind = found[vector.name]
+            if vector.storage_type == kind:
+                return vector
+            storage = None if kind == "float32" else VectorStorage(type=kind)
+            return DenseVector(name=vector.name, params=vector.params, storage=storage)
+
+        return self.model_copy(update={"dense": tuple(restored(v) for v in self.dense)})
 
     # ------------------------------------------------------------------ documents
     @property
@@ -482,13 +537,19 @@ def layout_for(
     fusion_candidates: Optional[int] = None,
     max_candidates: Optional[int] = None,
     hybrid_rule: Optional[str] = None,
+    vector_storage: StorageChoice = None,
+    default_storage: bool = True,
 ) -> VectorLayout:
     """The layout of a collection for ``embed_model``: one unnamed vector, a dual embedding's ``plain`` and
     ``calibrated``, or a windows embedding's document vector(s) and its ``windows`` multivector (MaxSim), with
     ``sparse`` beside them on a hybrid collection.
 
     ``dense_config`` (a ``VectorParams``, or ``{name: VectorParams}`` naming every dense vector) sets each dense
-    vector's params; its size must be the model's dimension.
+    vector's params; its size must be the model's dimension. ``vector_storage`` (a :class:`VectorStorage`, its type
+    name, or ``{name: ...}`` naming every dense vector) says how their floats are kept; left unset, a windows
+    multivector is kept as :data:`DEFAULT_WINDOWS_STORAGE` and the rest as float32, except where
+    ``dense_config`` sets a datatype or a quantization or ``default_storage`` is False (a collection-wide
+    quantization_config).
     """
     window_document = embed_model.windows.document if document_mode(embed_model.mode).windows else None
     return _layout(
@@ -503,6 +564,8 @@ def layout_for(
         fusion_candidates=fusion_candidates,
         max_candidates=max_candidates,
         hybrid_rule=hybrid_rule,
+        vector_storage=vector_storage,
+        default_storage=default_storage,
     )
 
 
@@ -518,7 +581,8 @@ def layout_of_tag(tag: dict[str, Any]) -> VectorLayout:
         windows.get("document", DEFAULT_WINDOW_DOCUMENT) if document_mode(mode).windows else None,
         normalize=tag.get("normalize", True),
         fusion_rule=tag.get("fusion"),
-    )
+        default_storage=False,
+    ).with_stored_storage(tag)
 
 
 def _layout(
@@ -534,6 +598,8 @@ def _layout(
     fusion_candidates: Optional[int] = None,
     max_candidates: Optional[int] = None,
     hybrid_rule: Optional[str] = None,
+    vector_storage: StorageChoice = None,
+    default_storage: bool = True,
 ) -> VectorLayout:
     """:func:`layout_for`'s work, from what an embedding or its tag says."""
     names = document_mode(mode).collection_vectors(window_document) or (
@@ -553,6 +619,17 @@ def _layout(
         max_sim = rest.MultiVectorConfig(comparator=rest.MultiVectorComparator.MAX_SIM)
         windows = dense[-1].params.model_copy(update={"multivector_config": max_sim})
         dense = (*dense[:-1], DenseVector(name=WINDOWS_VECTOR, params=windows))
+    chosen = storage_by_name(vector_storage, tuple(v.name for v in dense))
+    if chosen is None and default_storage:
+        chosen = {
+            v.name: VectorStorage(type=DEFAULT_WINDOWS_STORAGE)
+            for v in dense
+            if v.is_multivector and v.params.quantization_config is None and v.params.datatype is None
+        }
+    if chosen:
+        dense = tuple(
+            DenseVector(name=v.name, params=v.params, storage=chosen[v.name]) if v.name in chosen else v for v in dense
+        )
     distance = dense[0].params.distance
     bounded = distance == rest.Distance.COSINE or (distance == rest.Distance.DOT and normalize)
     fusion = QueryFusion(
