@@ -42,9 +42,10 @@ DEFAULT_LENGTH_LIMIT: LengthLimit = "positions"
 # what windows mode keeps beside its windows when not told (docs/RESULTS.md §4.5: windows alone)
 DEFAULT_WINDOW_DOCUMENT: WindowDocument = "none"
 
-# padded tokens per forward pass (rows x the longest row) when none is given: the smallest budget within 3 % of the
-# fastest on two cores, for 128-token windows and 512-token texts alike (docs/RESULTS.md §8.9)
-DEFAULT_BATCH_TOKENS = 8192
+# padded tokens per forward pass (rows x the longest row) when none is given: on two CPU cores passes past about 4,096
+# tokens get slower, and 4,096 was within 3 % of the fastest budget for plain 512-token texts and 128-token windows
+# alike (docs/RESULTS.md §8.9; benchmarks/bench_batch_tokens.py)
+DEFAULT_BATCH_TOKENS = 4096
 
 # SEA's chunk size when none is given: the paper's basket size, so SEA and calibration share a granularity
 DEFAULT_CHUNK_TOKENS = 128
