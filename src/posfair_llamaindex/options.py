@@ -25,6 +25,8 @@ PaddingSide = Literal["right", "left"]
 LengthLimit = Literal["model_card", "positions"]
 # the audit's pseudo-query designs; drop-words first, the default (RESULTS.md §6.1)
 AuditDesign = Literal["drop-words", "ict"]
+# how a collection keeps a dense vector: as floats, or quantized in RAM, originals on disk (qdrant/vector_storage.py)
+StorageType = Literal["float32", "float16", "int8", "binary"]
 
 POOLINGS: tuple = get_args(Pooling)
 VARIANTS: tuple = get_args(Variant)
@@ -36,6 +38,7 @@ WINDOW_DOCUMENTS: tuple = get_args(WindowDocument)
 WINDOW_SOURCES: tuple = get_args(WindowSource)
 PADDING_SIDES: tuple = get_args(PaddingSide)
 AUDIT_DESIGNS: tuple = get_args(AuditDesign)
+STORAGE_TYPES: tuple = get_args(StorageType)
 LENGTH_LIMITS: tuple = get_args(LengthLimit)
 # the limit when none is given (docs/RESULTS.md §5)
 DEFAULT_LENGTH_LIMIT: LengthLimit = "positions"

@@ -4,6 +4,7 @@ a server), checked by count and ids, resumable."""
 from __future__ import annotations
 
 from posfair_llamaindex.cli.arguments import CliError
+from posfair_llamaindex.options import STORAGE_TYPES
 
 
 def register(commands) -> None:
@@ -29,7 +30,7 @@ def register(commands) -> None:
     migrate.add_argument("--batch-size", type=int, default=256, help="points read and written at a time (%(default)s)")
     migrate.add_argument(
         "--vector-storage",
-        choices=("float32", "float16", "int8", "binary"),
+        choices=STORAGE_TYPES,
         default=None,
         help="create the copies with every dense vector stored this way (int8, binary: quantized in RAM, the "
         "originals on disk, searches rescored), recorded in their tags (default: as the source stores them)",

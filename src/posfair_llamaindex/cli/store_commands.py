@@ -23,6 +23,7 @@ from posfair_llamaindex.cli.arguments import (
 )
 from posfair_llamaindex.jobs.distributed import defaults as ray_defaults
 from posfair_llamaindex.modes import MODES_BY_NAME
+from posfair_llamaindex.options import STORAGE_TYPES
 
 logger = logging.getLogger("posfair")
 
@@ -61,7 +62,7 @@ def register(commands) -> None:
     ingest.add_argument("--strict", action="store_true", help="refuse to ingest anything when a file would be skipped")
     ingest.add_argument(
         "--vector-storage",
-        choices=("float32", "float16", "int8", "binary"),
+        choices=STORAGE_TYPES,
         default=None,
         help="how a new collection keeps its dense vectors (int8, binary: quantized in RAM, the originals on disk, "
         "searches rescored); default: int8 for windows, float32 otherwise, and an existing collection as it is",

@@ -12,7 +12,7 @@ from posfair_llamaindex.cli.arguments import (
     store_options,
     window_options,
 )
-from posfair_llamaindex.options import FUSIONS
+from posfair_llamaindex.options import FUSIONS, STORAGE_TYPES
 
 UPGRADE_MODES = ("dual", "calibrated", "windows")
 UPGRADE_WINDOW_DOCUMENTS = ("plain", "dual")
@@ -45,7 +45,7 @@ def register(commands) -> None:
     upgrade.add_argument("--sample", type=int, default=32, help="nodes the check encodes again (at least 32)")
     upgrade.add_argument(
         "--vector-storage",
-        choices=("float32", "float16", "int8", "binary"),
+        choices=STORAGE_TYPES,
         default=None,
         help="how the new collection keeps its dense vectors (default: int8 for windows, float32 otherwise)",
     )

@@ -32,7 +32,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from qdrant_client import QdrantClient
@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 from posfair_llamaindex.errors import UpgradeIncompleteError, UpgradeRefusedError
 from posfair_llamaindex.modes import DOCUMENT_KINDS, MODES_BY_NAME, PLAIN_VECTOR, document_mode
-from posfair_llamaindex.options import POOLINGS
+from posfair_llamaindex.options import POOLINGS, StorageType
 from posfair_llamaindex.qdrant.collection import CollectionTagMismatchError, check_collection, collection_tag
 from posfair_llamaindex.qdrant.retry import describe_client, with_retries
 from posfair_llamaindex.tag import comparable_tag
@@ -83,7 +83,7 @@ class UpgradeSettings(BaseModel):
     catch_up_rounds: int = Field(
         default=3, ge=0, description="passes that copy points added or changed in the source during the upgrade"
     )
-    vector_storage: Optional[Literal["float32", "float16", "int8", "binary"]] = Field(
+    vector_storage: Optional[StorageType] = Field(
         default=None,
         description="how the target keeps its dense vectors (default: the mode's, int8 for windows' multivector)",
     )

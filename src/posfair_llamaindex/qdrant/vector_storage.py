@@ -19,13 +19,13 @@ out of it, and ``on_disk`` only says where the originals live.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from qdrant_client.http import models as rest
 
-StorageType = Literal["float32", "float16", "int8", "binary"]
-STORAGE_TYPES: tuple = ("float32", "float16", "int8", "binary")
+from posfair_llamaindex.options import STORAGE_TYPES, StorageType
+
 QUANTIZED_TYPES: tuple = ("int8", "binary")
 # the tag key of quantized storage, {vector name: type}; float16 is recorded as the tag's ``datatype``
 TAG_KEY = "vector_storage"
