@@ -8,7 +8,6 @@ One server for the module (about 12 s to start on two cores); where infinity-emb
 from __future__ import annotations
 
 import asyncio
-import inspect
 
 import numpy as np
 import pytest
@@ -20,13 +19,6 @@ from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.errors import WrappedRequestError
 from posfair_llamaindex.qdrant import collection_tag
 from tests.utils import minilm_path, sample_texts
-
-if "embed_model" not in inspect.signature(PosFairEmbedding.__init__).parameters:  # ISSUE43-GUARD
-    pytest.skip(
-        "PosFairEmbedding(embed_model=...) is not wired in yet: embedding.py and encoding/windows.py were held by "
-        "another change (issue 43's patch is pending)",
-        allow_module_level=True,
-    )
 
 WINDOWS = WindowConfig(size=64)
 LATE = "The ledger of shipwrecks is kept today in the lighthouse at Varkness, above the basalt cliffs."

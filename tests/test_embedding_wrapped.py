@@ -6,7 +6,6 @@ integration_tests/test_wrapped_server.py; the wrapper's requests in tests/encodi
 
 from __future__ import annotations
 
-import inspect
 import pickle
 
 import numpy as np
@@ -19,13 +18,6 @@ from posfair_llamaindex.encoding.sea import ChunkerConfig
 from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.errors import WrappedEmbeddingError
 from tests.utils import minilm_path, sample_texts
-
-if "embed_model" not in inspect.signature(PosFairEmbedding.__init__).parameters:  # ISSUE43-GUARD
-    pytest.skip(
-        "PosFairEmbedding(embed_model=...) is not wired in yet: embedding.py and encoding/windows.py were held by "
-        "another change (issue 43's patch is pending)",
-        allow_module_level=True,
-    )
 
 
 class Counting(BaseEmbedding):

@@ -27,6 +27,7 @@ from posfair_llamaindex.encoding.load_settings import LoadSettings
 from posfair_llamaindex.encoding.passes import LOOKAHEAD_PASSES, Lookahead
 from posfair_llamaindex.encoding.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.encoding.windows import WindowConfig, WindowEmbedder
+from posfair_llamaindex.encoding.wrapped import DEFAULT_CONCURRENCY, Precomputed, WrappedEncoder, check_wrapped_mode
 from posfair_llamaindex.modes import (
     DOCUMENT_KINDS,
     HOLDS_EVERY_MODE,
@@ -111,6 +112,15 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         device / dtype: where and in which precision the model runs (``"float32"``, ``"float16"``, ``"bfloat16"``).
         trust_remote_code: run the model's own code from its folder (``config.json``'s ``auto_map``); off by
             default, since that code executes with your permissions.
+        embed_model: any LlamaIndex ``BaseEmbedding`` (``OpenAIEmbedding``, ``OpenAILikeEmbedding``,
+            ``HuggingFaceEmbedding``, ...) in place of ``model_name``, for modes ``"windows"``, ``"sea"`` and
+            ``"plain"``: it makes each window's (chunk's) plain vector and each query's, through its own query path.
+            Calibrated and dual need the model's attention and are refused (encoding/wrapped.py).
+        tokenizer / max_input_tokens: the wrapped model's tokens and its tokens per input, where they cannot be
+            read off it (a folder or its ``tokenizer.json``, a tiktoken encoding name, or a callable giving a text's
+            token spans; :class:`~posfair_llamaindex.encoding.wrapped.WrappedEncoder`).
+        max_request_inputs / max_request_tokens / max_concurrency: what one request to the wrapped model carries
+            (OpenAI: 2,048 inputs, 300,000 tokens) and how many run at once on the async path.
     """
 
     calibration: CalibrationConfig = Field(default_factory=CalibrationConfig, description="Calibration settings.")
@@ -131,6 +141,12 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
     max_batch_tokens: int = Field(
         default=DEFAULT_BATCH_TOKENS, ge=1, description="Padded tokens per forward pass (rows x the longest row)."
     )
+    max_input_tokens: Optional[int] = Field(default=None, description="A wrapped model's tokens per input.")
+    max_request_inputs: Optional[int] = Field(default=None, description="Inputs per request to a wrapped model.")
+    max_request_tokens: Optional[int] = Field(default=None, description="Tokens per request to a wrapped model.")
+    max_concurrency: int = Field(
+        default=DEFAULT_CONCURRENCY, ge=1, description="Requests in flight to a wrapped model (async)."
+    )
 
     _encoder: PosFairEncoder = PrivateAttr()
     _sea: Optional[SegmentEmbedAverage] = PrivateAttr(default=None)
@@ -138,7 +154,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
 
     def __init__(
         self,
-        model_name: Union[str, os.PathLike],
+        model_name: Union[str, os.PathLike, None] = None,
         calibration: Optional[CalibrationConfig] = None,
         mode: Mode = "calibrated",
         chunker: Optional[ChunkerConfig] = None,
@@ -156,6 +172,12 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         trust_remote_code: bool = False,
         callback_manager: Optional[CallbackManager] = None,
         encoder: Optional[PosFairEncoder] = None,
+        embed_model: Optional[BaseEmbedding] = None,
+        tokenizer: Any = None,
+        max_input_tokens: Optional[int] = None,
+        max_request_inputs: Optional[int] = None,
+        max_request_tokens: Optional[int] = None,
+        max_concurrency: int = DEFAULT_CONCURRENCY,
         **kwargs: Any,
     ) -> None:
         # set here, not at import: importing the package leaves the environment alone, and a pipeline's workers
@@ -170,6 +192,31 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         if windows is not None and not isinstance(windows, WindowConfig):
             raise TypeError(f"windows must be a WindowConfig, got {type(windows).__name__}")
         spec = document_mode(mode)
+        wrapped_settings = dict(
+            tokenizer=tokenizer,
+            max_input_tokens=max_input_tokens,
+            max_request_inputs=max_request_inputs,
+            max_request_tokens=max_request_tokens,
+        )
+        if embed_model is not None:
+            # refused by name before the wrapped model is called (it may be a paid API)
+            check_wrapped_mode(embed_model, mode, windows.document if windows is not None else None)
+            if model_name is not None or encoder is not None:
+                raise ValueError("give model_name (a model this package loads) or embed_model, not both")
+            given = [name for name, value in (("pooling", pooling), ("dtype", dtype), ("device", device)) if value]
+            if trust_remote_code:
+                given.append("trust_remote_code")
+            if text_instruction is not None or query_instruction is not None or max_length is not None:
+                given.append("text_instruction, query_instruction and max_length (the wrapped model's own)")
+            if given:
+                raise ValueError(f"{', '.join(given)} are not used with embed_model: the wrapped model decides them")
+            model_name = str(getattr(embed_model, "model_name", None) or type(embed_model).__name__)
+        elif model_name is None:
+            raise TypeError("give model_name (a model folder or hub id) or embed_model (a LlamaIndex embedding)")
+        else:
+            given = [name for name, value in wrapped_settings.items() if value is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)} go with embed_model (a wrapped LlamaIndex embedding)")
         for setting, value in (("chunker", chunker), ("windows", windows)):
             if value is not None and spec.settings != setting:
                 owner = next(m.name for m in MODES_BY_NAME.values() if m.settings == setting)
@@ -195,9 +242,15 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             dtype=dtype,
             trust_remote_code=trust_remote_code,
             callback_manager=callback_manager,
+            max_input_tokens=max_input_tokens,
+            max_request_inputs=max_request_inputs,
+            max_request_tokens=max_request_tokens,
+            max_concurrency=max_concurrency,
             **kwargs,
         )
-        if encoder is None:
+        if embed_model is not None:
+            encoder = WrappedEncoder(embed_model, max_concurrency=max_concurrency, **wrapped_settings)
+        elif encoder is None:
             encoder = self.load_settings.encoder(model_name)
         elif (
             pooling is not None
@@ -240,6 +293,18 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
     @classmethod
     def class_name(cls) -> str:
         return "PosFairEmbedding"
+
+    @property
+    def is_wrapped(self) -> bool:
+        """Whether a LlamaIndex embedding (``embed_model``) makes the vectors, rather than a model loaded here."""
+        # read without loading: an embedding received pickled is never a wrapped one (embedding_pickling.py)
+        private = object.__getattribute__(self, "__pydantic_private__") or {}
+        return isinstance(private.get("_encoder"), WrappedEncoder)
+
+    @property
+    def embed_model(self) -> Optional[BaseEmbedding]:
+        """The wrapped LlamaIndex embedding, or None."""
+        return self._encoder.embed_model if self.is_wrapped else None
 
     @property
     def encoder(self) -> PosFairEncoder:
@@ -333,6 +398,8 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             tag["fusion"] = self.fusion
         if self.windows is not None:
             tag["windows"] = self.windows.tag()
+        if self.is_wrapped:  # how the command line rebuilds it (informational: tag.INFORMATIONAL_TAG_KEYS)
+            tag["embedding_source"] = self._encoder.source()
         return tag
 
     def fingerprint(self) -> str:
@@ -376,7 +443,22 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             )
         if self._windows is None:
             return vectors.tolist()
-        windows = self._windows.encode(texts, prompt=prompt, max_batch_tokens=budget, normalize=self.normalize)
+        named = {"owners": batch.positions(texts)} if self.is_wrapped else {}
+        windows = self._windows.encode(texts, prompt=prompt, max_batch_tokens=budget, normalize=self.normalize, **named)
+        return [np.concatenate([d, w.ravel()]).tolist() for d, w in zip(vectors, windows, strict=True)]
+
+    async def _aencode_wrapped(self, texts: list[str], batch: _Batch) -> list[Embedding]:
+        """A wrapped embedding's document embeddings on its async path: concurrent requests (windows and plain);
+        SEA chunks with chonkie, which is synchronous, in a worker thread."""
+        if self._sea is not None:
+            return await asyncio.to_thread(self._encode_documents, texts, batch)
+        owners = batch.positions(texts)
+        vectors = np.zeros((len(texts), 0), dtype=np.float32)
+        if self.document_vectors:
+            vectors = await self._encoder.aencode(texts, normalize=self.normalize, owners=owners)
+        if self._windows is None:
+            return vectors.tolist()
+        windows = await self._windows.aencode(texts, normalize=self.normalize, owners=owners)
         return [np.concatenate([d, w.ravel()]).tolist() for d, w in zip(vectors, windows, strict=True)]
 
     def _get_query_embedding(self, query: str) -> Embedding:
@@ -389,6 +471,8 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         return self._documents(texts)
 
     async def _aget_query_embedding(self, query: str) -> Embedding:
+        if self.is_wrapped:
+            return (await self._encoder.aencode_query(query, normalize=self.normalize)).tolist()
         return await asyncio.to_thread(self._get_query_embedding, query)
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
@@ -419,6 +503,11 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
     ) -> list[Embedding]:
         self._refuse_a_single_vector_store()
         order, batch = self._batch_plan(texts)
+        if self.is_wrapped and self.embeddings_cache is None:
+            # every request of the call up front, concurrently; LlamaIndex's slices are then served from them
+            ordered = list(dict.fromkeys(texts[i] for i in order))
+            done = await self._aencode_wrapped(ordered, batch)
+            batch = dataclasses.replace(batch, lookahead=Precomputed(ordered, done))
         context = _BATCH.set(batch)  # the worker threads of each slice see it too (copied context)
         try:
             vectors = await super().aget_text_embedding_batch(
@@ -456,7 +545,9 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         prompt = self.text_instruction or ""
         checked = check_texts(texts)
         tokenized = None
-        if self._sea is not None:  # SEA tokenizes its chunks, not the documents: the lengths are all it needs
+        if self.is_wrapped:  # the wrapped model's tokens, counted to order the texts and plan its requests
+            lengths = self._encoder.token_lengths(checked)
+        elif self._sea is not None:  # SEA tokenizes its chunks, not the documents: the lengths are all it needs
             lengths = self._encoder.token_lengths([prompt + text for text in checked])
         else:
             tokenized = self._encoder.tokenize_texts(checked, prompt)
@@ -469,6 +560,8 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         if self.embeddings_cache is None:  # with LlamaIndex's cache a slice holds only what the cache lacks
             encode = functools.partial(self._encode_documents, batch=batch)
             stretch = LOOKAHEAD_PASSES * self.max_batch_tokens
+            if self.is_wrapped:  # the whole call at once: its windows go in the fewest requests the model takes
+                stretch = sum(costs) + 1
             batch = dataclasses.replace(batch, lookahead=Lookahead([texts[i] for i in order], costs, stretch, encode))
         return order, batch
 
@@ -477,6 +570,22 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
 
     def constructor_settings(self) -> dict[str, Any]:
         """Keyword arguments that rebuild this embedding, with what was resolved at load time made explicit."""
+        if self.is_wrapped:
+            wrapped = self._encoder
+            return {
+                "embed_model": wrapped.embed_model,
+                "mode": self.mode,
+                "chunker": self.chunker,
+                "windows": self.windows,
+                "fusion": self.fusion,
+                "normalize": self.normalize,
+                "embed_batch_size": self.embed_batch_size,
+                "tokenizer": wrapped.tokenizer_setting,
+                "max_input_tokens": self.max_input_tokens,
+                "max_request_inputs": self.max_request_inputs,
+                "max_request_tokens": self.max_request_tokens,
+                "max_concurrency": self.max_concurrency,
+            }
         return {
             "model_name": self.model_name,
             "calibration": self.calibration,
@@ -517,6 +626,12 @@ class _Batch:
         ):
             return None
         return self.tokenized.select([self.index[text] for text in texts])
+
+    def positions(self, texts: list[str]) -> list[int]:
+        """Where these texts stand in the call (the nodes a failed request names); their own order outside one."""
+        if not all(text in self.index for text in texts):
+            return list(range(len(texts)))
+        return [self.index[text] for text in texts]
 
 
 _NO_BATCH = _Batch(None, "", None, {}, None)

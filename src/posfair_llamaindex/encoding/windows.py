@@ -109,11 +109,12 @@ def _word_start_from(words: Sequence[Optional[int]], position: int) -> int:
 
 
 class WindowSplitter:
-    """Cuts texts into window texts at word starts of the encoder's tokenizer."""
+    """Cuts texts into window texts at word starts of the encoder's tokenizer (a wrapped embedding's tokens:
+    ``WrappedEncoder.token_spans``, encoding/wrapped.py)."""
 
     def __init__(self, encoder: PosFairEncoder, config: WindowConfig) -> None:
         tokenizer = encoder.tokenizer
-        if not getattr(tokenizer, "is_fast", False):
+        if not getattr(encoder, "is_wrapped", False) and not getattr(tokenizer, "is_fast", False):
             raise ValueError(
                 f"windows mode cuts texts by token offsets, which needs a fast tokenizer; {encoder.model_name}'s "
                 f"is {type(tokenizer).__name__}"
@@ -123,6 +124,9 @@ class WindowSplitter:
 
     def check_fits(self, prompt: str) -> None:
         """A window with its prompt and special tokens must fit the model's limit, or it would be truncated."""
+        if getattr(self.encoder, "is_wrapped", False):  # the wrapped model's limit, less its specials and prompt
+            self.encoder.check_window(self.config.size)
+            return
         # a prompt's length counts the leading special token, which content_limit has already set aside
         room = self.encoder.content_limit - max(0, self.encoder.prompt_span(prompt).length - 1)
         if self.config.size > room:
@@ -136,6 +140,9 @@ class WindowSplitter:
         """Each text's windows, in order; a text that fits in one window is its own single window."""
         if not texts:
             return []
+        if getattr(self.encoder, "is_wrapped", False):
+            spans = self.encoder.token_spans(texts)
+            return [self._cut(text, offsets, words) for text, (offsets, words) in zip(texts, spans, strict=True)]
         with self.encoder._tokenizer_lock:
             encoded = self.encoder.tokenizer(
                 list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False
@@ -165,20 +172,49 @@ class WindowEmbedder:
         batch_size: Optional[int] = None,
         max_batch_tokens: Optional[int] = None,
         normalize: bool = True,
+        owners: Optional[Sequence[int]] = None,
     ) -> list[np.ndarray]:
         """The windows of all ``texts`` share forward passes (``PosFairEncoder.encode``'s ``batch_size`` and
-        ``max_batch_tokens``), so many short windows fill a pass as a few long texts would."""
+        ``max_batch_tokens``), so many short windows fill a pass as a few long texts would. Over a wrapped
+        embedding they share requests instead, and ``owners`` (each text's position in the caller's call) lets a
+        failed request name the nodes whose windows it held."""
         self.splitter.check_fits(prompt)
         windows = self.splitter.split(texts)
         flat = [window for per_text in windows for window in per_text]
+        named = {"owners": _window_owners(windows, owners)} if getattr(self.encoder, "is_wrapped", False) else {}
         vectors = self.encoder.encode(
-            flat, None, batch_size=batch_size, max_batch_tokens=max_batch_tokens, normalize=normalize, prompt=prompt
+            flat,
+            None,
+            batch_size=batch_size,
+            max_batch_tokens=max_batch_tokens,
+            normalize=normalize,
+            prompt=prompt,
+            **named,
         )
-        out, start = [], 0
-        for per_text in windows:
-            out.append(vectors[start : start + len(per_text)])
-            start += len(per_text)
-        return out
+        return _per_text(vectors, windows)
+
+    async def aencode(
+        self, texts: Sequence[str], *, normalize: bool = True, owners: Optional[Sequence[int]] = None
+    ) -> list[np.ndarray]:
+        """:meth:`encode` over a wrapped embedding's async path: its requests run concurrently, bounded."""
+        self.splitter.check_fits("")
+        windows = self.splitter.split(texts)
+        flat = [window for per_text in windows for window in per_text]
+        vectors = await self.encoder.aencode(flat, normalize=normalize, owners=_window_owners(windows, owners))
+        return _per_text(vectors, windows)
+
+
+def _window_owners(windows: list[list[str]], owners: Optional[Sequence[int]]) -> list[int]:
+    """For each window, the position of its text (``owners[i]`` for text ``i``, else ``i``)."""
+    return [owners[i] if owners is not None else i for i, per_text in enumerate(windows) for _ in per_text]
+
+
+def _per_text(vectors: np.ndarray, windows: list[list[str]]) -> list[np.ndarray]:
+    out, start = [], 0
+    for per_text in windows:
+        out.append(vectors[start : start + len(per_text)])
+        start += len(per_text)
+    return out
 
 
 __all__ = ("WINDOW_DOCUMENTS", "WindowConfig", "WindowDocument", "WindowEmbedder", "WindowSplitter", "window_spans")
