@@ -98,6 +98,11 @@ def _is_openai_hosted(embed_model: Any) -> bool:
     return base == OPENAI_API_BASE
 
 
+def _fastembed_model(embed_model: Any) -> Any:
+    """The model inside ``FastEmbedEmbedding`` (its ``TextEmbedding``'s ``model``: an ``OnnxTextEmbedding``)."""
+    return getattr(getattr(embed_model, "_model", None), "model", None)
+
+
 def _local_folder(name: Any) -> Optional[Path]:
     if not isinstance(name, str) or not name:
         return None
@@ -133,8 +138,8 @@ class WrappedEncoder:
         embed_model: any LlamaIndex ``BaseEmbedding``.
         tokenizer: the model's tokens when they cannot be found on ``embed_model``: a model folder (its
             ``tokenizer.json``), a tiktoken encoding name, a fast tokenizer, or a callable ``text -> [(start, end)]``.
-            Found by itself for ``HuggingFaceEmbedding`` and OpenAI's API (``cl100k_base``), and looked for on
-            ``FastEmbedEmbedding``'s ONNX model (untested: fastembed is not installed here).
+            Found by itself for ``HuggingFaceEmbedding``, ``FastEmbedEmbedding`` (its ONNX model's tokenizer, also
+            with ``lazy_load=True``) and OpenAI's API (``cl100k_base``).
         max_input_tokens: the most tokens the model reads per input, special tokens included. Found by itself for
             ``HuggingFaceEmbedding`` (its ``max_length``), OpenAI's API (8,191) and a ``tokenizer`` folder's files.
         max_request_inputs / max_request_tokens: what one request may carry. OpenAI's API: 2,048 and 300,000;
@@ -199,8 +204,7 @@ class WrappedEncoder:
         if "HuggingFaceEmbedding" in names:
             return _local_folder(self.embed_model.model_name)
         if "FastEmbedEmbedding" in names:
-            model = getattr(getattr(self.embed_model, "_model", None), "model", None)
-            return _local_folder(str(getattr(model, "_model_dir", "") or ""))
+            return _local_folder(str(getattr(_fastembed_model(self.embed_model), "_model_dir", "") or ""))
         return None
 
     def _find_tokenizer(self, tokenizer: Any) -> TokenOffsets:
@@ -210,10 +214,15 @@ class WrappedEncoder:
         if "HuggingFaceEmbedding" in names:
             return HuggingFaceTokenOffsets(self.embed_model._model.tokenizer)
         if "FastEmbedEmbedding" in names:
-            inner = getattr(getattr(self.embed_model, "_model", None), "model", None)
+            inner = _fastembed_model(self.embed_model)
             found = getattr(inner, "tokenizer", None)
+            if found is None and callable(getattr(inner, "_ensure_tokenizer", None)):
+                inner._ensure_tokenizer()  # lazy_load=True: the tokenizer alone, not the ONNX session
+                found = getattr(inner, "tokenizer", None)
             if found is not None:
                 return HuggingFaceTokenOffsets(found)
+            if self.folder is not None and (self.folder / "tokenizer.json").is_file():
+                return HuggingFaceTokenOffsets.from_folder(self.folder)
         if _is_openai_hosted(self.embed_model):
             return TiktokenOffsets()
         raise WrappedEmbeddingError(
@@ -264,6 +273,10 @@ class WrappedEncoder:
             model = self.embed_model._model
             size = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
             return int(size())
+        if "FastEmbedEmbedding" in names:
+            description = getattr(_fastembed_model(self.embed_model), "model_description", None)
+            if isinstance(getattr(description, "dim", None), int):
+                return description.dim
         dimensions = getattr(self.embed_model, "dimensions", None)
         if isinstance(dimensions, int):
             return dimensions
@@ -301,7 +314,27 @@ class WrappedEncoder:
                 from posfair_llamaindex.model.model_files import weights_identity
 
                 self._weights = weights_identity(self.folder)
+                if self._weights == "unknown":  # an ONNX folder (FastEmbed's): no safetensors or .bin to hash
+                    self._weights = self._onnx_identity() or self._weights
         return self._weights
+
+    def _onnx_identity(self) -> Optional[str]:
+        """A SHA-256 of the ONNX files FastEmbed runs (its model file and the external data beside it), hashed as
+        ``model_files.weights_identity`` hashes weight files: each file's path in the folder, then its bytes."""
+        description = getattr(_fastembed_model(self.embed_model), "model_description", None)
+        names = [getattr(description, "model_file", None), *(getattr(description, "additional_files", None) or [])]
+        files = sorted({name for name in names if isinstance(name, str) and (self.folder / name).is_file()})
+        if not files:
+            return None
+        import hashlib
+
+        digest = hashlib.sha256()
+        for name in files:
+            digest.update(name.encode())
+            with (self.folder / name).open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        return f"sha256:{digest.hexdigest()[:16]}"
 
     def check_window(self, size: int, what: str = "windows") -> None:
         """A window (or chunk) of ``size`` tokens must fit the model's input, or the model would cut it."""
