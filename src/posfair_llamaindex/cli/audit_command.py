@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from posfair_llamaindex.cli.arguments import (
+    CALIBRATION_OPTIONS,
     MODEL_OPTIONS,
     CliError,
+    calibration_from_args,
     calibration_options,
     comma_floats,
     embedding_from_args,
@@ -25,14 +28,18 @@ SCAN_PER_DOCUMENT = 10
 
 
 def register(commands) -> None:
+    from posfair_llamaindex.cli.wrapped_options import wrapped_options
+
     audit = commands.add_parser(
         "audit",
-        parents=[store_options(), model_options(), calibration_options(without=("strength",))],
+        parents=[store_options(), model_options(), wrapped_options(), calibration_options(without=("strength",))],
         help="measure position bias on your own documents, without labelled queries",
         description="Make pseudo-queries from your documents' own sentences (one from the beginning, middle and "
         "end third of each, with half its words dropped; --design ict cuts the sentence from the document "
         "instead) and score plain, calibrated at several strengths and dual mode: nDCG@10 per third, HM and PSI "
-        "with bootstrap intervals, as a table, JSON and the trade-off chart.",
+        "with bootstrap intervals, as a table, JSON and the trade-off chart. Over a LlamaIndex embedding "
+        "(--embedding, or a collection written through one) plain and windows are scored: calibrated and dual need "
+        "the model's attention, which it does not expose.",
     )
     audit.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (.txt/.md), split as ingest does")
     audit.add_argument("--collection", default=None, help="audit a collection's nodes instead, read from the payload")
@@ -137,6 +144,30 @@ def _folder_texts(args, embed_model):
     return texts
 
 
+def _wrapped(args, base) -> bool:
+    """Whether the audit runs over a wrapped LlamaIndex embedding: --embedding, or a collection written through one
+    (its tag's ``embedding_source``) audited without --model."""
+    return getattr(args, "embedding", None) is not None or bool((base or {}).get("embedding_source"))
+
+
+def _check_wrapped(args) -> None:
+    """Calibration settings other than the basket (which sets the shortest document audited) have nothing to act on
+    over a wrapped embedding, and without windows plain has nothing to be compared with: refused by name, before the
+    model is built."""
+    if args.no_windows:
+        raise CliError(
+            "--no-windows leaves plain alone to score over a LlamaIndex embedding (calibrated and dual need the "
+            "model's attention, which a wrapped embedding does not expose): an audit compares plain with windows"
+        )
+    given = [name for name in CALIBRATION_OPTIONS if name != "basket_size" and getattr(args, name, None) is not None]
+    if given:
+        options = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise CliError(
+            f"{options}: an audit over a LlamaIndex embedding scores plain and windows only (calibrated and dual need "
+            "the model's attention, which a wrapped embedding does not expose), so there is nothing to calibrate"
+        )
+
+
 def _windows(settings):
     """The windows an audit scores: the audited collection's own (its tag's ``windows``), or the defaults."""
     from posfair_llamaindex.encoding.windows import WindowConfig
@@ -151,21 +182,28 @@ def run_audit(args) -> int:
     if args.collection is not None:
         # a dead server, a missing folder or collection fails before the model libraries load
         texts, base, windows = _collection_texts(args)
+    else:
+        base = None
+    wrapped = _wrapped(args, base)
+    if wrapped:
+        _check_wrapped(args)
+        # the audit compares modes itself: the embedding only names the model, in a mode that runs over it
+        base = {**(base or {}), "mode": "plain"}
+    from posfair_llamaindex.errors import WrappedEmbeddingError
     from posfair_llamaindex.eval import plots
     from posfair_llamaindex.eval.audit import audit_markdown, audit_texts, chart_rows, recommend
     from posfair_llamaindex.eval.pseudo_queries import AuditCorpusError
 
-    if args.collection is not None:
-        embed_model = embedding_from_args(args, base)
-    else:
-        embed_model = embedding_from_args(args)
+    embed_model = embedding_from_args(args, base)
+    if args.collection is None:
         texts = _folder_texts(args, embed_model)
     encoder = embed_model.encoder
     try:
         report = audit_texts(
             texts,
             embed_model.model_name,
-            calibration=embed_model.calibration,
+            # over a wrapped model the calibration settings only set the shortest document audited (its basket)
+            calibration=calibration_from_args(args) if wrapped else embed_model.calibration,
             strengths=strengths,
             design=args.design,
             max_documents=args.max_documents,
@@ -179,7 +217,7 @@ def run_audit(args) -> int:
             dual=not args.no_dual,
             windows=None if args.no_windows else _windows(windows),
         )
-    except AuditCorpusError as error:
+    except (AuditCorpusError, WrappedEmbeddingError) as error:
         raise CliError(str(error)) from None
     rows = report.rows
     advice = recommend(rows) if args.recommend else None
@@ -189,23 +227,36 @@ def run_audit(args) -> int:
         row["reason"] = advice["reason"] if row["recommended"] else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"audit-{report.pooling}"
+    stem = "audit-wrapped" if report.wrapped is not None else f"audit-{report.pooling}"
     table = audit_markdown(report)
     (out / f"{stem}.md").write_text(
         table + "\n" + (f"\nRecommendation: {advice['name']}: {advice['reason']}\n" if advice else "")
     )
     (out / f"{stem}.json").write_text(
-        json.dumps({"rows": rows, "recommendation": advice, "corpus": report.screen.describe()}, indent=2) + "\n"
+        json.dumps(
+            {
+                "rows": rows,
+                "recommendation": advice,
+                "corpus": report.screen.describe(),
+                "embedding": report.wrapped,
+                "notes": report.notes,
+            },
+            indent=2,
+        )
+        + "\n"
     )
     chart = plots.trade_off(
         chart_rows(rows),
-        f"Position audit of {report.screen.sampled} documents, {report.pooling} pooling",
+        f"Position audit of {report.screen.sampled} documents, "
+        + (report.wrapped if report.wrapped is not None else f"{report.pooling} pooling"),
         xlabel="pseudo-query nDCG@10 change vs plain (points; right is better)",
         ylabel="PSI over the three thirds (lower is fairer)",
     )
     png = plots.save_png(chart, out / f"{stem}.png")
     if args.json:
         print(json.dumps(rows, indent=2))
+        for note in report.notes:  # the rows alone go to stdout; what was left out is said beside them
+            print(f"posfair: note: {note}", file=sys.stderr)
         return 0
     print(for_terminal(table))
     if advice is not None:

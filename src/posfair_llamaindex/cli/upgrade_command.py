@@ -19,15 +19,18 @@ UPGRADE_WINDOW_DOCUMENTS = ("plain", "dual")
 
 
 def register(commands) -> None:
+    from posfair_llamaindex.cli.wrapped_options import wrapped_options
+
     upgrade = commands.add_parser(
         "upgrade",
-        parents=[store_options(), model_options(), calibration_options()],
+        parents=[store_options(), model_options(), wrapped_options(), calibration_options()],
         help="turn a LlamaIndex QdrantVectorStore collection into a posfair collection",
         description="Read every node's text from the payload of a collection that LlamaIndex's QdrantVectorStore "
         "wrote with the same model, and write a new tagged collection. A sample of at least 32 nodes is encoded "
         "again first and must reproduce the stored vectors, or nothing is written. In dual and windows modes the "
         "stored vectors are kept as the plain (document) vectors and only the calibrated vectors and the windows are "
-        "computed. A rerun resumes.",
+        "computed. A rerun resumes. A collection LlamaIndex wrote through a LlamaIndex embedding is upgraded over "
+        "the same one (--embedding ... --mode windows): its windows are embedded through it.",
     )
     upgrade.add_argument("--collection", required=True, help="the existing collection")
     upgrade.add_argument("--into", required=True, help="the new posfair collection")
@@ -85,6 +88,11 @@ def run_upgrade(args) -> int:
         ) from None
     if args.engine == "local" and (args.ray_address is not None or args.actors is not None):
         raise CliError("--ray-address and --actors are used by --engine ray only")
+    if args.engine == "ray" and args.embedding is not None:
+        raise CliError(
+            "--engine ray loads posfair's own model on its actors; a LlamaIndex embedding (--embedding) is called "
+            "from this process: use --engine local"
+        )
     if args.engine == "ray":
         from posfair_llamaindex.jobs.distributed.requirements import RAY_MISSING, ray_available
 

@@ -3,12 +3,16 @@
 Pseudo-queries from the corpus's own sentences (:mod:`~posfair_llamaindex.eval.pseudo_queries`) go through
 the labelled benchmarks' runner, so every configuration is scored the same way: nDCG@10 per position group,
 HM, PSI and bootstrap intervals, and HM and PSI paired against plain over the same pseudo-queries.
+
+Over a wrapped LlamaIndex embedding (``PosFairEmbedding(embed_model=...).encoder``) the audit scores what runs
+over it, plain (the wrapped model's own vector) and windows, and says in :attr:`AuditReport.notes` that
+calibrated and dual were left out: they need the model's attention, which a wrapped embedding does not expose.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,18 +24,20 @@ from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.eval.benchmark_data import Benchmark
 from posfair_llamaindex.eval.metrics import paired_summary_difference
 from posfair_llamaindex.eval.pseudo_queries import DESIGNS, CorpusScreen, pseudo_query_benchmark
-from posfair_llamaindex.eval.runner import EvalConfig, EvalRun, evaluate
+from posfair_llamaindex.eval.runner import EvalConfig, EvalRun, check_configs_over_wrapped, evaluate, is_wrapped
 from posfair_llamaindex.options import AUDIT_STRENGTHS
 
 
 @dataclass
 class AuditReport:
     model: str
-    pooling: str
+    pooling: Optional[str]  # None over a wrapped embedding, which pools as it does itself
     screen: CorpusScreen
     benchmark: Benchmark
     run: EvalRun
     rows: list[dict]
+    notes: list[str] = field(default_factory=list)  # what was left out, and why
+    wrapped: Optional[str] = None  # the wrapped LlamaIndex embedding audited (its class and model), if one was
 
 
 def audit_configs(
@@ -90,21 +96,37 @@ def audit_texts(
     """Audit documents (id -> text) under ``configs`` (default: :func:`audit_configs`); see :class:`AuditReport`.
 
     ``load`` says how the model runs; ``encoder`` is a model already loaded under it (the CLI has one from
-    splitting files into nodes).
+    splitting files into nodes), or a wrapped LlamaIndex embedding's ``WrappedEncoder``: then the default
+    configurations are plain and windows (calibrated and dual need the model's attention, and are named in the
+    report's notes as left out), and given ``configs`` that calibrate are refused before any model call.
     """
     pooling = load.pooling
     if encoder is None:
         encoder = load.encoder(model)
     base = calibration or CalibrationConfig()
-    if configs is None:
+    notes = []
+    wrapped = is_wrapped(encoder)
+    if configs is None and wrapped:
+        configs = audit_configs(pooling, None, base, strengths=(), dual=False, windows=windows)
+        left_out = [f"calibrated ({', '.join(f'{s:g}' for s in strengths)})"] if strengths else []
+        left_out += ["dual"] if dual else []
+        if left_out:
+            notes.append(
+                f"{' and '.join(left_out)} left out: {encoder.describe()} is a wrapped LlamaIndex embedding, and "
+                "calibration needs the model's attention, which it does not expose"
+            )
+    elif configs is None:
         configs = audit_configs(pooling, encoder.pooling, base, strengths, dual, windows)
     if not any(c.mode == "plain" for c in configs):
         raise ValueError("an audit compares with plain: include a plain configuration")
-    # a document must span two baskets of every calibrated configuration, or calibration leaves it alone
+    if wrapped:  # refused before the corpus is screened or the model called
+        check_configs_over_wrapped(encoder, configs)
+    # a document must span two baskets of every calibrated configuration, or calibration leaves it alone (over a
+    # wrapped model, the basket the settings name: its documents are screened as a loaded model's would be)
     basket = max((c.calibration.basket_size for c in configs if c.calibrates), default=base.basket_size)
     benchmark, screen = pseudo_query_benchmark(
         texts,
-        encoder.tokenizer,
+        encoder.offsets if wrapped else encoder.tokenizer,
         min_tokens=basket,
         max_tokens=encoder.content_limit - _prompt_tokens(encoder),
         max_documents=max_documents,
@@ -121,10 +143,15 @@ def audit_texts(
         show_progress=show_progress,
         encoders={pooling: encoder},
     )
-    return AuditReport(model, encoder.pooling, screen, benchmark, run, audit_rows(run, bootstrap_samples))
+    rows = audit_rows(run, bootstrap_samples)
+    return AuditReport(
+        model, encoder.pooling, screen, benchmark, run, rows, notes, encoder.describe() if wrapped else None
+    )
 
 
 def _prompt_tokens(encoder: PosFairEncoder) -> int:
+    if is_wrapped(encoder):  # its content_limit has already set its own document prompt aside
+        return 0
     prompts = encoder.files.prompts
     prompt = prompts.get("document", prompts.get("passage", ""))
     return len(encoder.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
@@ -234,6 +261,8 @@ def audit_markdown(report: AuditReport) -> str:
     def signed(values, digits=2):
         return "-" if values is None else f"{values[0]:+.{digits}f} [{values[1]:+.{digits}f}, {values[2]:+.{digits}f}]"
 
+    if report.wrapped is not None:
+        lines[0] = f"{report.wrapped}: {lines[0]}"
     for r in report.rows:
         groups = [f"{r['groups'][g][0]:.1f}" for g in report.benchmark.groups]
         cells = [
@@ -247,6 +276,8 @@ def audit_markdown(report: AuditReport) -> str:
             signed(r["ndcg_vs_plain"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if report.notes:
+        lines += ["", *(f"Note: {note}." for note in report.notes)]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
+from posfair_llamaindex.encoding.token_offsets import TokenOffsets
 from posfair_llamaindex.errors import AuditCorpusError
 from posfair_llamaindex.eval.benchmark_data import GROUPS, Benchmark, Query, RetrievalTask, group_at
 from posfair_llamaindex.eval.sentences import Sentence, split_sentences, without
@@ -73,6 +74,7 @@ def pseudo_query_benchmark(
 ) -> tuple[Benchmark, CorpusScreen]:
     """Sample up to ``max_documents`` auditable documents and make three position-grouped queries from each.
 
+    ``tokenizer`` counts the tokens: a fast tokenizer, or a wrapped model's ``TokenOffsets``.
     A document is auditable when it has more than ``min_tokens`` content tokens (one basket: it then spans
     at least two), at most ``max_tokens`` (what the model sees; longer ones would be truncated and their end
     third never read), and a sentence of at least ``MIN_QUERY_WORDS`` words in each third.
@@ -151,7 +153,11 @@ def _text_hash(text: str) -> str:
 
 
 def _token_starts(tokenizer, text: str) -> list[int]:
-    """The character offset where each content token starts (special tokens left out)."""
+    """The character offset where each content token starts (special tokens left out). ``tokenizer`` is a fast
+    tokenizer, or a wrapped model's token offsets (``WrappedEncoder.offsets``: encoding/token_offsets.py)."""
+    if isinstance(tokenizer, TokenOffsets):
+        ((spans, _),) = tokenizer.spans([text])
+        return [span[0] for span in spans]
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
     return [span[0] for span in encoded["offset_mapping"]]
 

@@ -3,6 +3,13 @@
 Queries are plain in every configuration, so their embeddings are computed once per pooling and
 shared. Documents are embedded with ``PosFairEmbedding.get_text_embedding_batch`` per configuration,
 optionally cached on disk by the embedding's fingerprint.
+
+The encoder may also be a wrapped LlamaIndex embedding (:class:`~posfair_llamaindex.encoding.wrapped.WrappedEncoder`,
+passed in ``encoders``): then plain, windows (window source ``windows``) and SEA configurations run over it, its
+queries go through its own query path, and configurations that need the model's attention or its hidden states
+(calibrated, dual, a calibrated or dual document beside windows, the ``late`` and ``nodes`` window sources) are
+refused by name before any model call. Its fingerprints name the wrapped class, so cached vectors never mix with a
+loaded model's.
 """
 
 from __future__ import annotations
@@ -114,7 +121,9 @@ def evaluate(
 
     ``load`` says how the model runs (its ``pooling`` is each configuration's own). ``encoders`` are models the
     caller already loaded, keyed by the configurations' ``pooling`` (None: the model's own), so that they are not
-    loaded again.
+    loaded again. One may be a wrapped LlamaIndex embedding's ``WrappedEncoder`` (the ``encoder`` of
+    ``PosFairEmbedding(embed_model=...)``): its configurations are checked to run over it before any model call
+    (:func:`check_configs_over_wrapped`).
     """
     batch_size = load.batch_size
     if not configs:
@@ -123,6 +132,9 @@ def evaluate(
     if len(set(names)) != len(names):
         raise ValueError(f"configuration names must be unique: {names}")
     encoders = dict(encoders or {})
+    for pooling, encoder in encoders.items():
+        if is_wrapped(encoder):
+            check_configs_over_wrapped(encoder, [c for c in configs if c.pooling == pooling])
     query_vectors: dict[str, list[np.ndarray]] = {}
     query_seconds: dict[str, float] = {}
     memo: dict = {}  # document vectors computed in this run, shared by the configs that need them
@@ -133,7 +145,8 @@ def evaluate(
         encoder = encoders[config.pooling]
         embedding = PosFairEmbedding(
             model,
-            calibration=config.calibration,
+            # a wrapped model is never calibrated (check_configs_over_wrapped): its tag records no calibration
+            calibration=None if is_wrapped(encoder) else config.calibration,
             mode=config.mode,
             chunker=config.chunker if config.mode == "sea" else None,
             windows=config.windows,
@@ -142,16 +155,17 @@ def evaluate(
             embed_batch_size=batch_size,
         )
         vector_sets = _vector_sets(config, embedding, encoder, batch_size)
-        if encoder.pooling not in query_vectors:
+        queries_of = _query_key(encoder)
+        if queries_of not in query_vectors:
             start = time.perf_counter()
-            query_vectors[encoder.pooling] = [_encode_queries(embedding, task, batch_size) for task in benchmark.tasks]
-            query_seconds[encoder.pooling] = time.perf_counter() - start
+            query_vectors[queries_of] = [_encode_queries(embedding, task, batch_size) for task in benchmark.tasks]
+            query_seconds[queries_of] = time.perf_counter() - start
         start = time.perf_counter()
         computed = False
         ndcg: dict[str, list] = {g: [] for g in benchmark.groups}
         recall: dict[str, list] = {g: [] for g in benchmark.groups}
         stored = documents_seen = 0
-        for task, queries in zip(benchmark.tasks, query_vectors[encoder.pooling], strict=True):
+        for task, queries in zip(benchmark.tasks, query_vectors[queries_of], strict=True):
             doc_ids = list(task.documents)
             members = []
             for member in vector_sets:
@@ -203,10 +217,47 @@ def _scaled(summary: dict[str, tuple]) -> dict[str, tuple]:
     return {key: tuple(v if key == "psi" else v * 100 for v in values) for key, values in summary.items()}
 
 
+def is_wrapped(encoder) -> bool:
+    """Whether ``encoder`` is a wrapped LlamaIndex embedding (encoding/wrapped.py), not a model loaded here."""
+    return bool(getattr(encoder, "is_wrapped", False))
+
+
+def check_configs_over_wrapped(encoder, configs: Sequence[EvalConfig]) -> None:
+    """Refuse, before any model call, the configurations a wrapped embedding cannot run: those that calibrate (the
+    calibrated and dual modes, a calibrated or dual document beside windows) need its attention, and the ``late`` and
+    ``nodes`` window sources its hidden states and its tokenizer's ids, none of which a LlamaIndex embedding
+    exposes."""
+    from posfair_llamaindex.errors import WrappedEmbeddingError
+
+    what = encoder.describe() if callable(getattr(encoder, "describe", None)) else type(encoder).__name__
+    for config in configs:
+        if config.calibrates:
+            raise WrappedEmbeddingError(
+                f"configuration {config.name!r} (mode {config.mode!r}) cannot run over the wrapped embedding {what}: "
+                "it needs the model's attention (calibration rewrites it), which a wrapped LlamaIndex embedding does "
+                "not expose; plain, windows (document 'none' or 'plain') and sea run over it"
+            )
+        if config.windows is not None and config.window_source != "windows":
+            raise WrappedEmbeddingError(
+                f"configuration {config.name!r} (window source {config.window_source!r}) cannot run over the wrapped "
+                f"embedding {what}: it needs the model's hidden states or token ids; use window source 'windows'"
+            )
+
+
+def _query_key(encoder) -> str:
+    """What the queries' vectors depend on: a loaded model's pooling, or the wrapped model itself."""
+    return f"wrapped:{encoder.describe()}" if is_wrapped(encoder) else encoder.pooling
+
+
 def _encode_queries(embedding: PosFairEmbedding, task: RetrievalTask, batch_size: int) -> np.ndarray:
     texts = [q.text for q in task.queries]
+    encoder = embedding.encoder
+    if is_wrapped(encoder):  # the wrapped model's own query path (its query instruction, its query model)
+        if not texts:
+            return np.zeros((0, encoder.dimension), dtype=np.float32)
+        return np.stack([encoder.encode_query(text, normalize=True) for text in texts])
     prompt = embedding.query_instruction or ""
-    return embedding.encoder.encode(texts, None, batch_size=max(batch_size, 64), normalize=True, prompt=prompt)
+    return encoder.encode(texts, None, batch_size=max(batch_size, 64), normalize=True, prompt=prompt)
 
 
 @dataclass(frozen=True)
@@ -273,7 +324,7 @@ def _vector_sets(config: EvalConfig, embedding: PosFairEmbedding, encoder: PosFa
         members.append(
             PosFairEmbedding(embedding.model_name, mode="plain", encoder=encoder, embed_batch_size=batch_size)
         )
-    if kind.calibrated:
+    if kind.calibrated:  # never over a wrapped model (check_configs_over_wrapped)
         for calibration in (config.calibration, *config.more_calibrations):
             members.append(
                 PosFairEmbedding(

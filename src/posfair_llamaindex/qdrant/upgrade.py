@@ -4,7 +4,9 @@ The node text is read from each point's payload (LlamaIndex stores the whole nod
 is needed. Before anything is written, a sample of at least 32 nodes is encoded again with the plain model
 and compared with the stored vectors: unless they agree (cosine >= 0.9999), the collection was made with
 other settings, and the upgrade refuses and says which settings differ where it can tell (a pooling, a token
-limit, a precision that does reproduce them, or a node whose payload holds no text). Where the new document
+limit, a precision that does reproduce them, or a node whose payload holds no text). A collection written through a
+LlamaIndex embedding is upgraded over that same embedding (``PosFairEmbedding(embed_model=..., mode="windows")``):
+its plain twin re-encodes the sample, and its windows are embedded through it. Where the new document
 embedding starts with a plain vector (dual mode, windows mode with a plain or dual document) the stored vectors
 become those plain vectors as they are, and only the rest is computed: the calibrated vectors, the windows.
 
@@ -408,6 +410,12 @@ def _cosines(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> list
 def _what_differs(embed_model: PosFairEmbedding, texts, stored, settings: UpgradeSettings, lowest: float) -> str:
     """Try the settings that most often differ, one at a time (precision, token limit, pooling), then pooling with
     each other token limit; name the first that reproduces every stored vector and how to ask for it."""
+    if embed_model.is_wrapped:  # its pooling, token limit and precision are the wrapped model's own, not ours to try
+        return (
+            f"model or encoding: {embed_model.encoder.describe()} does not reproduce them, so the collection was "
+            "written by another model, or by this one with other settings of its own (its pooling, token limit, "
+            "precision or text instruction): build the embedding as the collection's writer did"
+        )
     precision = _dtype_name(embed_model)
     lengths = _other_token_limits(embed_model, texts)
     poolings = [p for p in POOLINGS if p != embed_model.pooling]
@@ -491,6 +499,8 @@ def _dtype_name(embed_model: PosFairEmbedding) -> str:
 
 
 def _describe(embedding: PosFairEmbedding) -> str:
+    if embedding.is_wrapped:
+        return embedding.encoder.describe()
     return (
         f"{embedding.model_name} (pooling {embedding.pooling!r}, max_length {embedding.max_length}, "
         f"text prefix {embedding.text_instruction!r}, {_dtype_name(embedding)})"
@@ -538,6 +548,10 @@ def computed_part(embed_model: PosFairEmbedding) -> PosFairEmbedding:
 def _twin(embed_model: PosFairEmbedding, mode: str, windows=None) -> PosFairEmbedding:
     from posfair_llamaindex.embedding import PosFairEmbedding
 
+    if embed_model.is_wrapped:  # the same LlamaIndex embedding, with its own tokenizer and request settings
+        settings = embed_model.constructor_settings()
+        settings.update(mode=mode, windows=windows, chunker=None, fusion=None)
+        return PosFairEmbedding(**settings)
     return PosFairEmbedding(
         embed_model.model_name,
         calibration=embed_model.calibration if mode != "plain" else None,
