@@ -183,6 +183,36 @@ def test_low_level_modules_do_not_reach_up():
         assert reachable_from(graph, start) <= low, start
 
 
+# the Edge engine's modules, each importing only those before it: translation, then the folder, then the calls
+EDGE_MODULES = (
+    "edge_errors",  # Edge's exceptions as ours
+    "edge_points",  # ids, vectors, payloads
+    "edge_config",  # collection settings
+    "edge_filters",
+    "edge_queries",
+    "edge_store",  # the folder, its lock and its shards
+    "edge_backend",  # the QdrantBase calls
+    "edge_async",  # their async twin
+    "edge_client",  # the clients users import
+)
+
+
+def test_the_edge_modules_import_in_one_direction():
+    """Translation knows nothing of the folder, the folder nothing of the calls, the calls nothing of the clients."""
+    graph = import_graph()
+    qdrant = f"{PACKAGE}.qdrant"
+    found = sorted(m.rsplit(".", 1)[1] for m in graph if m.startswith(f"{qdrant}.edge_"))
+    assert found == sorted(EDGE_MODULES), "place every qdrant/edge_*.py module in EDGE_MODULES"
+    offenders = {}
+    for i, name in enumerate(EDGE_MODULES):
+        allowed = {f"{qdrant}.{below}" for below in EDGE_MODULES[:i]}
+        later = sorted(t for t in graph[f"{qdrant}.{name}"] if t.startswith(f"{qdrant}.edge_") and t not in allowed)
+        if later:
+            offenders[name] = later
+    assert offenders == {}
+    assert f"{qdrant}.edge_store" in graph[f"{qdrant}.edge_backend"]  # the walk sees the edges
+
+
 def test_no_two_modules_share_a_name():
     """A stack trace's file name says which module it is, and so which layer."""
     seen: dict[str, list[str]] = {}

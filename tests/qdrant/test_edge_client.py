@@ -38,18 +38,17 @@ from llama_index.vector_stores.qdrant import QdrantVectorStore  # noqa: E402
 from qdrant_client import QdrantClient, models  # noqa: E402
 
 from posfair_llamaindex import PosFairEmbedding, WindowConfig  # noqa: E402
-from posfair_llamaindex.qdrant import atagged_vector_store, tagged_vector_store  # noqa: E402
-from posfair_llamaindex.qdrant.edge_backend import (  # noqa: E402
-    MARKER_FILE,
+from posfair_llamaindex.errors import (  # noqa: E402
     EdgeClosedError,
     EdgeRequestError,
     EdgeStoreLockedError,
     EdgeStoreVersionError,
+    EdgeUnsupportedError,
     NotAnEdgeStoreError,
-    is_edge_store,
 )
+from posfair_llamaindex.qdrant import atagged_vector_store, tagged_vector_store  # noqa: E402
 from posfair_llamaindex.qdrant.edge_client import AsyncEdgeQdrantClient, EdgeQdrantClient  # noqa: E402
-from posfair_llamaindex.qdrant.edge_translate import EdgeUnsupportedError  # noqa: E402
+from posfair_llamaindex.qdrant.edge_store import MARKER_FILE, is_edge_store  # noqa: E402
 from tests.qdrant import edge_children  # noqa: E402
 from tests.qdrant.conftest import make_nodes, sparse_encode, unit_vector  # noqa: E402
 

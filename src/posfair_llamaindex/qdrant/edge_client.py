@@ -19,18 +19,19 @@ the call; a Qdrant server does those.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, NoReturn, Optional, Union
 
 from qdrant_client import AsyncQdrantClient, QdrantClient
-from qdrant_client.async_client_base import AsyncQdrantBase
 from qdrant_client.async_qdrant_fastembed import AsyncQdrantFastembedMixin
 from qdrant_client.embed.type_inspector import Inspector
 from qdrant_client.http import models as rest
 from qdrant_client.qdrant_fastembed import QdrantFastembedMixin
 
-from posfair_llamaindex.qdrant.edge_backend import EdgeBackend, EdgeClosedError, EdgeSettings
-from posfair_llamaindex.qdrant.edge_translate import EdgeUnsupportedError
+from posfair_llamaindex.errors import EdgeClosedError, EdgeUnsupportedError
+from posfair_llamaindex.qdrant.edge_async import AsyncEdgeBackend
+from posfair_llamaindex.qdrant.edge_backend import EdgeBackend
+from posfair_llamaindex.qdrant.edge_store import EdgeSettings
 
 __all__ = ["DEFAULT_EDGE_PATH", "AsyncEdgeBackend", "AsyncEdgeQdrantClient", "EdgeQdrantClient", "EdgeUnsupportedError"]
 
@@ -123,7 +124,7 @@ class EdgeQdrantClient(QdrantClient):
         self._client.flush(collection_name)
 
     def async_client(self) -> AsyncEdgeQdrantClient:
-        """An ``AsyncEdgeQdrantClient`` on the same store and settings (the same backend, in this process)."""
+        """An ``AsyncEdgeQdrantClient`` on the same store and settings (shared in this process)."""
         options = dict(self._init_options)
         return AsyncEdgeQdrantClient(options.pop("path"), **options)
 
@@ -135,105 +136,10 @@ class EdgeQdrantClient(QdrantClient):
             backend.close()
 
 
-# ---------------------------------------------------------------------------------------------------- async
-
-
-def _awaitable(name: str) -> Callable[..., Awaitable[Any]]:
-    """The async face of one backend call: Edge runs in this process, so the call runs at once, in the loop."""
-
-    async def call(self: AsyncEdgeBackend, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.backend, name)(*args, **kwargs)
-
-    call.__name__ = call.__qualname__ = name
-    call.__doc__ = f"``EdgeBackend.{name}``, awaited."
-    return call
-
-
-def _direct(name: str) -> Callable[..., Any]:
-    """A backend call the async client makes without awaiting (qdrant-client's uploads are plain methods)."""
-
-    def call(self: AsyncEdgeBackend, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.backend, name)(*args, **kwargs)
-
-    call.__name__ = call.__qualname__ = name
-    return call
-
-
-class AsyncEdgeBackend(AsyncQdrantBase):
-    """``AsyncQdrantBase`` on an :class:`EdgeBackend`: the same store and calls, awaitable."""
-
-    def __init__(self, backend: EdgeBackend) -> None:
-        super().__init__()
-        self.backend = backend
-        self.location = backend.location
-
-    async def close(self, **kwargs: Any) -> None:
-        self.backend.close()
-
-    query_points = _awaitable("query_points")
-    query_batch_points = _awaitable("query_batch_points")
-    query_points_groups = _awaitable("query_points_groups")
-    search_matrix_pairs = _awaitable("search_matrix_pairs")
-    search_matrix_offsets = _awaitable("search_matrix_offsets")
-    scroll = _awaitable("scroll")
-    count = _awaitable("count")
-    facet = _awaitable("facet")
-    retrieve = _awaitable("retrieve")
-    upsert = _awaitable("upsert")
-    update_vectors = _awaitable("update_vectors")
-    delete_vectors = _awaitable("delete_vectors")
-    delete = _awaitable("delete")
-    set_payload = _awaitable("set_payload")
-    overwrite_payload = _awaitable("overwrite_payload")
-    delete_payload = _awaitable("delete_payload")
-    clear_payload = _awaitable("clear_payload")
-    batch_update_points = _awaitable("batch_update_points")
-    upload_points = _direct("upload_points")
-    upload_collection = _direct("upload_collection")
-    get_collections = _awaitable("get_collections")
-    get_collection = _awaitable("get_collection")
-    collection_exists = _awaitable("collection_exists")
-    create_collection = _awaitable("create_collection")
-    recreate_collection = _awaitable("recreate_collection")
-    update_collection = _awaitable("update_collection")
-    delete_collection = _awaitable("delete_collection")
-    update_collection_aliases = _awaitable("update_collection_aliases")
-    get_collection_aliases = _awaitable("get_collection_aliases")
-    get_aliases = _awaitable("get_aliases")
-    create_payload_index = _awaitable("create_payload_index")
-    delete_payload_index = _awaitable("delete_payload_index")
-    create_vector_name = _awaitable("create_vector_name")
-    delete_vector_name = _awaitable("delete_vector_name")
-    list_snapshots = _awaitable("list_snapshots")
-    create_snapshot = _awaitable("create_snapshot")
-    delete_snapshot = _awaitable("delete_snapshot")
-    recover_snapshot = _awaitable("recover_snapshot")
-    list_full_snapshots = _awaitable("list_full_snapshots")
-    create_full_snapshot = _awaitable("create_full_snapshot")
-    delete_full_snapshot = _awaitable("delete_full_snapshot")
-    list_shard_snapshots = _awaitable("list_shard_snapshots")
-    create_shard_snapshot = _awaitable("create_shard_snapshot")
-    delete_shard_snapshot = _awaitable("delete_shard_snapshot")
-    recover_shard_snapshot = _awaitable("recover_shard_snapshot")
-    create_shard_key = _awaitable("create_shard_key")
-    delete_shard_key = _awaitable("delete_shard_key")
-    list_shard_keys = _awaitable("list_shard_keys")
-    info = _awaitable("info")
-    cluster_collection_update = _awaitable("cluster_collection_update")
-    collection_cluster_info = _awaitable("collection_cluster_info")
-    cluster_status = _awaitable("cluster_status")
-    recover_current_peer = _awaitable("recover_current_peer")
-    remove_peer = _awaitable("remove_peer")
-    get_optimizations = _awaitable("get_optimizations")
-    cluster_telemetry = _awaitable("cluster_telemetry")
-    optimize = _awaitable("optimize")
-    flush = _awaitable("flush")
-
-
 class AsyncEdgeQdrantClient(AsyncQdrantClient):
     """The async twin of :class:`EdgeQdrantClient`: the same calls, awaitable, on the same store.
 
-    In one process, both clients of a folder share its backend, so what one writes the other reads at once (unlike
+    In one process, both clients of a folder share its store, so what one writes the other reads at once (unlike
     two local-mode clients, which keep separate copies).
     """
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from posfair_llamaindex.qdrant.edge_backend import LOCAL_MODE_FILES, MARKER_FILE
+from posfair_llamaindex.qdrant.edge_store import LOCAL_MODE_FILES, MARKER_FILE
 
 EmbeddedEngine = Literal["edge", "local"]
 EMBEDDED_ENGINES: tuple = ("edge", "local")
