@@ -9,6 +9,7 @@ sync backend answers or refuses it; none is left to the base class's bare ``NotI
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -32,10 +33,14 @@ ASYNC_REFUSED_CALLS: dict[str, tuple[str, str]] = {
 class AsyncEdgeBackend(AsyncQdrantBase):
     """``AsyncQdrantBase`` on an :class:`EdgeBackend`: the same store and calls, awaitable.
 
-    Edge runs in this process, so an awaited call runs at once, in the event loop, as it did before the twin was
-    derived. :meth:`_run` is the one place a coroutine reaches the sync backend: to move long calls off the loop,
-    make it ``await asyncio.to_thread(self._call, name, args, kwargs)``.
+    Edge runs in this process, and its calls hold the GIL while they run. Run in the event loop, a bulk write of
+    many batches would stop the loop for the whole write; :meth:`_run`, the one place a coroutine reaches the sync
+    backend, therefore runs each call in a worker thread (``asyncio.to_thread``), so the loop runs between the calls.
+    A single long call (``optimize``, one huge upsert) still stops it: the engine gives the GIL back only when it
+    returns (benchmarks/bench_edge_serving.py). ``off_loop = False`` runs calls in the loop, as before.
     """
+
+    off_loop: bool = True
 
     def __init__(self, backend: EdgeBackend) -> None:
         super().__init__()
@@ -46,6 +51,8 @@ class AsyncEdgeBackend(AsyncQdrantBase):
         return getattr(self.backend, name)(*args, **kwargs)
 
     async def _run(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.off_loop:
+            return await asyncio.to_thread(self._call, name, args, kwargs)
         return self._call(name, args, kwargs)
 
 

@@ -115,7 +115,10 @@ class EdgeQdrantClient(QdrantClient):
         """Build the collection's HNSW indexes and merge its segments now; True when anything changed.
 
         Edge indexes only when asked: after a bulk load, one call builds each index once, instead of while points
-        arrive. Queries are exact (and slower) on whatever has not been optimized.
+        arrive. Queries are exact (and slower) on whatever has not been optimized. The call holds Python's GIL and
+        the store until it returns: every query of the process waits for it, about 130 s for 120,000 points of 384
+        dimensions on 2 cores (docs/RESULTS.md §9.9). Run it when nothing is served, or load through a Qdrant
+        server, which indexes in the background.
         """
         return self._client.optimize(collection_name)
 
