@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.cli.arguments import default_model, quiet_transformers
 from posfair_llamaindex.encoding.encoder import PosFairEncoder
-from posfair_llamaindex.encoding.load_settings import LoadSettings
+from posfair_llamaindex.encoding.load_config import LoadConfig
 from posfair_llamaindex.encoding.sea import ChunkerConfig
 from posfair_llamaindex.eval import benchmark_data as data
 from posfair_llamaindex.eval.audit import audit_rows, audit_texts, recommend
@@ -154,7 +154,7 @@ def main() -> None:
                 configs=configs,
                 design=design,
                 max_documents=max(args.documents, 20),
-                load=LoadSettings(pooling=args.pooling),
+                load=LoadConfig(pooling=args.pooling),
                 cache_dir=Path(args.cache_dir),
                 bootstrap_samples=args.bootstrap,
                 encoder=encoder,

@@ -113,10 +113,10 @@ def run_ray(folder: Path, model_dir: str, store_dir: Path, actors: int, args) ->
     from qdrant_client import QdrantClient
 
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.jobs.distributed import QdrantTarget, RayIngestSettings, ray_ingest
+    from posfair_llamaindex.jobs.distributed import QdrantTarget, RayIngestConfig, ray_ingest
 
     embed_model = PosFairEmbedding(model_dir, embed_batch_size=args.batch_size, device="cpu")
-    settings = RayIngestSettings(
+    settings = RayIngestConfig(
         actors=actors,
         gpus_per_actor=args.gpus_per_actor,
         batch_size=args.batch_size,
@@ -162,7 +162,7 @@ def stage_costs(folder: Path, model_dir: str, batch_size: int) -> dict:
     import torch
 
     from posfair_llamaindex import PosFairEmbedding
-    from posfair_llamaindex.jobs.distributed.actors import ParserSpec, prepare_documents
+    from posfair_llamaindex.jobs.distributed.actors import ParserConfig, prepare_documents
     from posfair_llamaindex.jobs.distributed.lookup import SnapshotLookup
     from posfair_llamaindex.jobs.distributed.rows import from_table, to_table
     from posfair_llamaindex.jobs.ingest import DEFAULT_MAX_FILE_BYTES
@@ -170,7 +170,7 @@ def stage_costs(folder: Path, model_dir: str, batch_size: int) -> dict:
     torch.set_num_threads(1)
     embed_model = PosFairEmbedding(model_dir, device="cpu")
     files = pa.table({"path": sorted(str(p) for p in folder.iterdir())})
-    spec = ParserSpec.of(embed_model, None, 0)
+    spec = ParserConfig.of(embed_model, None, 0)
     prepare_documents(files.slice(0, 2), parser=spec, lookup=SnapshotLookup({}), max_file_bytes=DEFAULT_MAX_FILE_BYTES)
     start = time.perf_counter()
     table = prepare_documents(files, parser=spec, lookup=SnapshotLookup({}), max_file_bytes=DEFAULT_MAX_FILE_BYTES)

@@ -17,7 +17,7 @@ from posfair_llamaindex.qdrant import (
     POINT_FINGERPRINT_KEY,
     CollectionTagMismatchError,
     QdrantUnavailableError,
-    RetryPolicy,
+    RetryConfig,
     atagged_vector_store,
     collection_tag,
     point_id,
@@ -260,7 +260,7 @@ def test_unreachable_server_gets_bounded_retries_then_a_clear_error(embed_model)
 
     client = QdrantClient(url="http://127.0.0.1:9", timeout=1)
     with pytest.raises(QdrantUnavailableError, match="did not answer .* after 3 attempts"):
-        tagged_vector_store(client, "anything", embed_model, retry=RetryPolicy(retries=2, backoff_s=0.01))
+        tagged_vector_store(client, "anything", embed_model, retry=RetryConfig(retries=2, backoff_s=0.01))
 
 
 def test_wrong_client_type_is_refused(embed_model):

@@ -90,7 +90,6 @@ LAYER_OF = (
     ("errors", BASE),
     ("modes", BASE),
     ("lazy", BASE),
-    ("moved", BASE),
     ("version", BASE),
 )
 _STACK = [BASE, "calibration", "model", "encoding", "embedding", "qdrant", "jobs", "distributed"]

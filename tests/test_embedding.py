@@ -142,7 +142,7 @@ def test_settings_from_tag_rebuild_the_same_embedding(embedding, settings):
     """A tag read back from Qdrant's JSON gives an embedding with the same fingerprint."""
     import json
 
-    from posfair_llamaindex.embedding import settings_from_tag
+    from posfair_llamaindex.tag import settings_from_tag
 
     original = PosFairEmbedding(minilm_path(), pooling="first", encoder=embedding.encoder, **settings)
     stored = json.loads(json.dumps(original.tag()))  # what a collection's metadata gives back: tuples become lists

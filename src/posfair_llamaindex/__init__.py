@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from posfair_llamaindex import errors, moved
+from posfair_llamaindex import errors
 from posfair_llamaindex.lazy import lazy_exports
 from posfair_llamaindex.version import __version__
-
-moved.install()  # old module paths keep working, with a DeprecationWarning, for one release
 
 _WHERE = {
     "CalibrationConfig": "posfair_llamaindex.calibration.config",
@@ -22,7 +20,7 @@ _WHERE = {
     "PosFairEmbedding": "posfair_llamaindex.embedding",
     "PosFairEncoder": "posfair_llamaindex.encoding.encoder",
     "PosFairQdrantVectorStore": "posfair_llamaindex.qdrant",
-    "RetryPolicy": "posfair_llamaindex.qdrant",
+    "RetryConfig": "posfair_llamaindex.qdrant",
     "EdgeQdrantClient": "posfair_llamaindex.qdrant",
     "AsyncEdgeQdrantClient": "posfair_llamaindex.qdrant",
     "WindowConfig": "posfair_llamaindex.encoding.windows",
@@ -61,7 +59,7 @@ if TYPE_CHECKING:  # what static tools see; at run time the names load lazily be
         AsyncEdgeQdrantClient,
         EdgeQdrantClient,
         PosFairQdrantVectorStore,
-        RetryPolicy,
+        RetryConfig,
         atagged_vector_store,
         tagged_vector_store,
     )

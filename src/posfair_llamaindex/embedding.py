@@ -23,7 +23,7 @@ from pydantic import Field, PrivateAttr
 from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.embedding_pickling import PicklesAsSettings
 from posfair_llamaindex.encoding.encoder import PosFairEncoder, TokenizedTexts, check_texts
-from posfair_llamaindex.encoding.load_settings import LoadSettings
+from posfair_llamaindex.encoding.load_config import LoadConfig
 from posfair_llamaindex.encoding.passes import LOOKAHEAD_PASSES, Lookahead
 from posfair_llamaindex.encoding.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.encoding.windows import WindowConfig, WindowEmbedder
@@ -37,13 +37,7 @@ from posfair_llamaindex.modes import (
     fused_modes,
 )
 from posfair_llamaindex.options import DEFAULT_BATCH_TOKENS, DType, Fusion, LengthLimit, Mode, Pooling
-from posfair_llamaindex.tag import (  # settings_from_tag lived here first; it stays importable from here
-    ENCODING_VERSION,
-    TAG_SCHEMA,
-    comparable_tag,
-    fingerprint_of,
-    settings_from_tag,  # noqa: F401
-)
+from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
 from posfair_llamaindex.version import __version__
 
 
@@ -251,7 +245,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         if embed_model is not None:
             encoder = WrappedEncoder(embed_model, max_concurrency=max_concurrency, **wrapped_settings)
         elif encoder is None:
-            encoder = self.load_settings.encoder(model_name)
+            encoder = self.load_config.encoder(model_name)
         elif (
             pooling is not None
             and encoder.pooling != pooling
@@ -317,9 +311,9 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         return self._encoder.dimension
 
     @property
-    def load_settings(self) -> LoadSettings:
+    def load_config(self) -> LoadConfig:
         """How this embedding's model is loaded and run, as the one value evaluation, audits and upgrades take."""
-        return LoadSettings(
+        return LoadConfig(
             pooling=self.pooling,
             max_length=self.max_length,
             device=self.device,
@@ -330,7 +324,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         )
 
     @property
-    def mode_spec(self) -> DocumentMode:
+    def document_mode(self) -> DocumentMode:
         """What this mode stores and how its document embedding is laid out (:mod:`posfair_llamaindex.modes`)."""
         return document_mode(self.mode)
 
@@ -341,7 +335,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
     @property
     def document_kind(self) -> str:
         """The vector(s) kept for a whole document: the mode's own, or in windows mode ``windows.document``."""
-        return self.mode_spec.document or self.windows.document
+        return self.document_mode.document or self.windows.document
 
     @property
     def calibrates(self) -> bool:
@@ -524,7 +518,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         the first query, far from the cause. So when LlamaIndex's index or ingestion pipeline is the caller, its
         store is looked at before the first document is encoded (read from the caller's frame: LlamaIndex passes
         the embedding no store)."""
-        mode = self.mode_spec
+        mode = self.document_mode
         if not mode.named_vectors:
             return
         store = _calling_vector_store()

@@ -55,7 +55,7 @@ class PicklesAsSettings:
         private = object.__getattribute__(self, "__pydantic_private__")
         origin = private["_unpickled"]
         try:
-            encoder = self.load_settings.encoder(self.model_name, padding_side=origin["padding_side"])
+            encoder = self.load_config.encoder(self.model_name, padding_side=origin["padding_side"])
             loaded = type(self)(**self.constructor_settings(), encoder=encoder)
         except Exception as error:
             raise RuntimeError(

@@ -151,11 +151,6 @@ class EdgeUnsupportedError(PosFairError, NotImplementedError):
         )
 
 
-# the names these had before they were brought under one base; kept for one release
-UpgradeRefused = UpgradeRefusedError
-UpgradeIncomplete = UpgradeIncompleteError
-KernelLockTimeout = KernelLockTimeoutError
-
 __all__ = [
     "EdgeClosedError",
     "EdgeCollectionNotFoundError",

@@ -133,7 +133,7 @@ def test_audit_of_a_wrapped_collection_scores_plain_and_windows_as_a_loaded_mode
     assert f"{DOCUMENTS} long enough to audit" in saved["corpus"] and "left out" in saved["notes"][0]
 
     # the same texts audited over the same weights loaded by posfair: windows agree (plain is scored too)
-    from posfair_llamaindex.encoding.load_settings import LoadSettings
+    from posfair_llamaindex.encoding.load_config import LoadConfig
     from posfair_llamaindex.encoding.windows import WindowConfig
     from posfair_llamaindex.eval.audit import audit_configs, audit_texts
     from posfair_llamaindex.qdrant.texts import node_texts
@@ -151,7 +151,7 @@ def test_audit_of_a_wrapped_collection_scores_plain_and_windows_as_a_loaded_mode
         max_documents=20,
         bootstrap_samples=50,
         show_progress=False,
-        load=LoadSettings(device="cpu"),
+        load=LoadConfig(device="cpu"),
     )
     (theirs,) = [r for r in native.rows if r["mode"] == "windows"]
     ours = rows[1]

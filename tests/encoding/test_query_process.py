@@ -34,7 +34,7 @@ def test_the_child_gives_the_embeddings_vector_and_tag_facts(tiny_model_dir, fam
     embedding = PosFairEmbedding(folder, mode="dual")
     text = "Where does the river Danube end?"
     with QueryEncoderProcess() as child:
-        child.send(query_request(settings_of(embedding), embedding.load_settings), text)
+        child.send(query_request(settings_of(embedding), embedding.load_config), text)
         vector, facts = child.receive()
     assert np.allclose(vector, embedding.get_query_embedding(text), atol=1e-6)
     tag = embedding.tag()
@@ -54,7 +54,7 @@ def test_the_models_own_prompts_are_used_as_the_embedding_uses_them(minilm, tmp_
     embedding = PosFairEmbedding(str(folder))
     assert embedding.query_instruction == "query: "
     with QueryEncoderProcess() as child:
-        child.send(query_request(settings_of(embedding), embedding.load_settings), "lantern keeper")
+        child.send(query_request(settings_of(embedding), embedding.load_config), "lantern keeper")
         vector, facts = child.receive()
     assert np.allclose(vector, embedding.get_query_embedding("lantern keeper"), atol=1e-6)
     assert facts["model_weights"] == embedding.tag()["model_weights"]
@@ -63,12 +63,12 @@ def test_the_models_own_prompts_are_used_as_the_embedding_uses_them(minilm, tmp_
 def test_what_the_child_refuses_is_raised_here_as_one_error(tiny_model_dir):
     embedding = PosFairEmbedding(tiny_model_dir("bert", "mean"))
     with QueryEncoderProcess() as child:
-        child.send(query_request(settings_of(embedding), embedding.load_settings), "   ")
+        child.send(query_request(settings_of(embedding), embedding.load_config), "   ")
         with pytest.raises(QueryEncodingError, match="query is empty or whitespace only"):
             child.receive()
     with QueryEncoderProcess() as child:
         gone = {**settings_of(embedding), "model_name": "/no/such/model"}
-        child.send(query_request(gone, embedding.load_settings), "x")
+        child.send(query_request(gone, embedding.load_config), "x")
         with pytest.raises(QueryEncodingError, match="/no/such/model"):
             child.receive()
 
@@ -92,7 +92,7 @@ def test_an_unused_child_is_stopped_and_a_used_one_cannot_be_asked_again(tiny_mo
 
 def test_the_child_loads_neither_qdrant_llamaindex_pydantic_nor_the_command_line(tiny_model_dir):
     embedding = PosFairEmbedding(tiny_model_dir("bert", "mean"))
-    request = query_request(settings_of(embedding), embedding.load_settings)
+    request = query_request(settings_of(embedding), embedding.load_config)
     watch = ("qdrant_client", "llama_index.core", "pydantic", "posfair_llamaindex.cli", "torch")
     script = textwrap.dedent(
         f"""

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from posfair_llamaindex import PosFairEmbedding
 from posfair_llamaindex.calibration.config import CalibrationConfig
-from posfair_llamaindex.embedding import settings_from_tag
 from posfair_llamaindex.encoding.windows import WindowConfig, WindowEmbedder, WindowSplitter, window_spans
+from posfair_llamaindex.tag import settings_from_tag
 from tests.utils import minilm_path, sample_texts
 
 

@@ -8,9 +8,9 @@ import httpx
 import pytest
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from posfair_llamaindex.qdrant import QdrantUnavailableError, RetryPolicy, awith_retries, with_retries
+from posfair_llamaindex.qdrant import QdrantUnavailableError, RetryConfig, awith_retries, with_retries
 
-FAST = RetryPolicy(retries=2, backoff_s=0)
+FAST = RetryConfig(retries=2, backoff_s=0)
 
 
 class Flaky:
@@ -47,7 +47,7 @@ async def test_async_retries_follow_the_same_rules(caplog):
     exhausted = Flaky(TimeoutError("slow"), failures=5)
     with pytest.raises(QdrantUnavailableError, match=r"did not answer \(upsert\) after 2 attempts: TimeoutError"):
         await awith_retries(
-            exhausted.acall, what="upsert", target="http://q", policy=RetryPolicy(retries=1, backoff_s=0)
+            exhausted.acall, what="upsert", target="http://q", policy=RetryConfig(retries=1, backoff_s=0)
         )
     assert exhausted.calls == 2
 
@@ -83,18 +83,18 @@ async def test_a_refusal_from_the_server_is_not_retried(run_async):
 
 
 def test_backoff_doubles_is_capped_and_honours_retry_after():
-    policy = RetryPolicy(retries=5, backoff_s=0.5, max_backoff_s=3.0)
+    policy = RetryConfig(retries=5, backoff_s=0.5, max_backoff_s=3.0)
     waits = [policy.delay_after(ConnectionError("x"), attempt, what="w", target="t") for attempt in range(5)]
     assert waits == [0.5, 1.0, 2.0, 3.0, 3.0]
     hinted = response(429, "Too Many Requests", headers={"Retry-After": "2.5"})
     assert policy.delay_after(hinted, 0, what="w", target="t") == 2.5
-    assert RetryPolicy(max_backoff_s=1.0).delay_after(hinted, 0, what="w", target="t") == 1.0
+    assert RetryConfig(max_backoff_s=1.0).delay_after(hinted, 0, what="w", target="t") == 1.0
 
 
 def test_policy_is_frozen_and_validated():
     with pytest.raises(dataclasses.FrozenInstanceError):
         FAST.retries = 5  # type: ignore[misc]
     with pytest.raises(ValueError, match="retries must be an int >= 0"):
-        RetryPolicy(retries=-1)
+        RetryConfig(retries=-1)
     with pytest.raises(ValueError, match="backoff"):
-        RetryPolicy(backoff_s=-1)
+        RetryConfig(backoff_s=-1)

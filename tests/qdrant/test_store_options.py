@@ -354,11 +354,11 @@ def test_a_dot_dual_collection_fuses_dot_products(tiny_dual):
 
 
 def test_url_api_key_and_client_kwargs_build_the_clients_as_upstream(tiny_embed):
-    from posfair_llamaindex.qdrant import QdrantUnavailableError, RetryPolicy
+    from posfair_llamaindex.qdrant import QdrantUnavailableError, RetryConfig
 
     with pytest.raises(QdrantUnavailableError, match="127.0.0.1:9"):  # the url was dialled
         tagged_vector_store(
-            None, NAME, tiny_embed, url="http://127.0.0.1:9", client_kwargs={"timeout": 1}, retry=RetryPolicy(retries=0)
+            None, NAME, tiny_embed, url="http://127.0.0.1:9", client_kwargs={"timeout": 1}, retry=RetryConfig(retries=0)
         )
     with pytest.raises(ValueError, match="needs a QdrantClient \\(or url=...\\)"):
         tagged_vector_store(None, NAME, tiny_embed, api_key="k")

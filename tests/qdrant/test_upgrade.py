@@ -19,9 +19,9 @@ from posfair_llamaindex.cli import main
 from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.qdrant import collection_tag, tagged_vector_store
 from posfair_llamaindex.qdrant.upgrade import (
+    UpgradeConfig,
     UpgradeIncompleteError,
     UpgradeRefusedError,
-    UpgradeSettings,
     computed_part,
     upgrade_collection,
 )
@@ -131,7 +131,7 @@ def test_dual_upgrade_reuses_the_stored_vectors_and_retrieves_like_a_fresh_dual_
 ):
     client = minilm_client
     spy = EncodeSpy(monkeypatch)
-    report = upgrade_collection(client, minilm_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
+    report = upgrade_collection(client, minilm_dual, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert spy.texts == {"plain": 32, "calibrated": NODES}  # plain: the sampled check only
     assert (report.points, report.written, report.plain_reused, report.checked) == (NODES, NODES, NODES, 32)
     assert report.min_cosine >= 0.9999
@@ -166,7 +166,7 @@ def test_a_windows_upgrade_keeps_the_stored_vector_as_the_document_vector(tiny_c
         tiny_plain.model_name, mode="windows", windows=windows, calibration=CALIBRATION, encoder=tiny_plain.encoder
     )
     report = upgrade_collection(
-        tiny_client, embed_model, UpgradeSettings(source="old", target="new"), show_progress=False
+        tiny_client, embed_model, UpgradeConfig(source="old", target="new"), show_progress=False
     )
     assert (report.written, report.plain_reused, report.computed) == (NODES, NODES, NODES)
     old = {str(p.id): p for p in tiny_client.scroll("old", limit=100, with_payload=True, with_vectors=True)[0]}
@@ -192,9 +192,7 @@ def test_a_windows_upgrade_needs_a_document_the_stored_vector_can_be(tiny_client
             tiny_plain.model_name, mode="windows", windows=WindowConfig(document=document), encoder=tiny_plain.encoder
         )
         with pytest.raises(ValueError, match="must be 'plain' or 'dual'"):
-            upgrade_collection(
-                tiny_client, embed_model, UpgradeSettings(source="old", target="new"), show_progress=False
-            )
+            upgrade_collection(tiny_client, embed_model, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert not tiny_client.collection_exists("new")
 
 
@@ -211,7 +209,7 @@ def test_a_killed_upgrade_resumes_without_encoding_again(tiny_client, tiny_dual,
         return original(store, batch, **kwargs)
 
     monkeypatch.setattr(PosFairQdrantVectorStore, "add", crash_on_second_batch)
-    settings = UpgradeSettings(source="old", target="new", batch_size=16)
+    settings = UpgradeConfig(source="old", target="new", batch_size=16)
     with pytest.raises(RuntimeError, match="killed"):
         upgrade_collection(client, minilm_dual, settings, show_progress=False)
     assert client.count("new").count == 16
@@ -228,21 +226,21 @@ def test_a_mismatched_pooling_is_refused_by_name_before_anything_is_written(tiny
     with pytest.raises(
         UpgradeRefusedError, match="pooling: the stored vectors match pooling 'first'.*Nothing was written"
     ):
-        upgrade_collection(client, mean_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
+        upgrade_collection(client, mean_dual, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert not client.collection_exists("new")
 
 
 def test_another_model_is_refused_before_anything_is_written(minilm_client, tiny_client, tiny_plain, minilm_plain):
     tiny = PosFairEmbedding(tiny_plain.model_name, mode="calibrated", encoder=tiny_plain.encoder)
     with pytest.raises(UpgradeRefusedError, match="384-dimensional.*64-dimensional.*settings that differ: model"):
-        upgrade_collection(minilm_client, tiny, UpgradeSettings(source="old", target="new"), show_progress=False)
+        upgrade_collection(minilm_client, tiny, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert not minilm_client.collection_exists("new")
     # the same dimension, other weights: the tiny model with other random weights
     other = PosFairEmbedding(_other_tiny(tiny_plain), mode="calibrated", device="cpu")
     with pytest.raises(
         UpgradeRefusedError, match="model or encoding: no pooling of .*, token limit .* reproduces them"
     ):
-        upgrade_collection(tiny_client, other, UpgradeSettings(source="old", target="new"), show_progress=False)
+        upgrade_collection(tiny_client, other, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert not tiny_client.collection_exists("new")
 
 
@@ -259,9 +257,9 @@ def _other_tiny(tiny_plain) -> str:
 
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="greater than or equal to 32"):
-        UpgradeSettings(source="a", target="b", sample=8)
+        UpgradeConfig(source="a", target="b", sample=8)
     with pytest.raises(ValueError, match="not the source"):
-        UpgradeSettings(source="a", target="a")
+        UpgradeConfig(source="a", target="a")
 
 
 def test_the_cli_upgrades_into_calibrated_mode(folders, tmp_path, tiny_plain, capsys):
@@ -323,7 +321,7 @@ def test_upgrade_on_a_server(tiny_plain, tiny_dual, nodes):
             storage_context=StorageContext.from_defaults(vector_store=store),
         )
         report = upgrade_collection(
-            client, tiny_dual, UpgradeSettings(source="old", target="new", replace=True), show_progress=False
+            client, tiny_dual, UpgradeConfig(source="old", target="new", replace=True), show_progress=False
         )
         assert (report.checked, report.written, report.plain_reused) == (32, NODES, NODES)
         assert report.replaced and not client.collection_exists("old")
@@ -365,7 +363,7 @@ def test_nodes_written_to_the_source_during_the_upgrade_reach_the_target_before_
             write_to_source(client, tiny_plain, [late_node(i) for i in range(5)])
         return twin.get_text_embedding_batch(texts)
 
-    settings = UpgradeSettings(source="old", target="new", batch_size=16, replace=True)
+    settings = UpgradeConfig(source="old", target="new", batch_size=16, replace=True)
     report = upgrade_collection(client, tiny_dual, settings, show_progress=False, encode=encode)
     assert calls[:3] == [16, 16, 2] and calls[3:] == [6]  # one catch-up page: five added, one changed
     assert (report.points, report.caught_up, report.catch_up_passes) == (NODES + 5, 6, 1)
@@ -390,7 +388,7 @@ def test_writers_that_never_stop_leave_the_source_in_place_and_the_missing_point
         write_to_source(client, tiny_plain, [late_node(next(numbers))])
         return twin.get_text_embedding_batch(texts)
 
-    settings = UpgradeSettings(source="old", target="new", batch_size=16, replace=True, catch_up_rounds=2)
+    settings = UpgradeConfig(source="old", target="new", batch_size=16, replace=True, catch_up_rounds=2)
     # three copy pages, two catch-up passes: five late nodes, the last of which the final comparison finds missing
     message = (
         r"1 point\(s\) of 'old' are not in 'new' \(e\.g\. 00000000-0000-4000-8000-000000000904\)\..*"
@@ -416,7 +414,7 @@ def test_a_point_written_while_the_final_comparison_runs_is_caught_by_the_count_
         return records, offset
 
     monkeypatch.setattr(client, "scroll", scroll)
-    settings = UpgradeSettings(source="old", target="new", replace=True)
+    settings = UpgradeConfig(source="old", target="new", replace=True)
     report = upgrade_collection(client, tiny_dual, settings, show_progress=False)
     assert injected, "the upgrade never compared the source with the target"
     assert (report.caught_up, report.catch_up_passes, report.points) == (1, 1, NODES + 1)
@@ -435,7 +433,7 @@ def test_a_node_deleted_from_the_source_during_the_upgrade_is_kept_in_the_target
             client.delete("old", points_selector=[nodes[0].node_id])
         return twin.get_text_embedding_batch(texts)
 
-    settings = UpgradeSettings(source="old", target="new", batch_size=16, replace=True)
+    settings = UpgradeConfig(source="old", target="new", batch_size=16, replace=True)
     report = upgrade_collection(client, tiny_dual, settings, show_progress=False, encode=encode)
     assert (report.points, report.target_only, report.caught_up) == (NODES - 1, 1, 0)
     assert report.replaced and client.count("new").count == NODES  # nothing is lost; the extra one is reported
@@ -454,7 +452,7 @@ def test_a_target_holding_points_that_are_not_the_sources_is_refused(tiny_client
         r"Nothing was written\. Upgrade into another collection \(`posfair upgrade --into NAME`"
     )
     with pytest.raises(UpgradeRefusedError, match=message):
-        upgrade_collection(client, tiny_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
+        upgrade_collection(client, tiny_dual, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert client.count("new").count == 3
     # one stranger among the points of an earlier run of this very upgrade is refused as well
     client.delete("new", points_selector=[n.node_id for n in strangers[1:]])
@@ -462,7 +460,7 @@ def test_a_target_holding_points_that_are_not_the_sources_is_refused(tiny_client
         [TextNode(id_=n.node_id, text=n.text, embedding=[0.1] * 128) for n in nodes[:5]]
     )
     with pytest.raises(UpgradeRefusedError, match=r"holds 1 point\(s\) that 'old' does not"):
-        upgrade_collection(client, tiny_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
+        upgrade_collection(client, tiny_dual, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert client.count("new").count == 6
 
 
@@ -474,7 +472,7 @@ def test_a_target_made_for_other_settings_is_refused_with_advice_that_upgrade_ca
     )
     tagged_vector_store(tiny_client, "new", other)
     with pytest.raises(UpgradeRefusedError) as refused:
-        upgrade_collection(tiny_client, tiny_dual, UpgradeSettings(source="old", target="new"), show_progress=False)
+        upgrade_collection(tiny_client, tiny_dual, UpgradeConfig(source="old", target="new"), show_progress=False)
     message = str(refused.value)
     assert "the target 'new' already exists and was not made for this embedding (calibration: it holds" in message
     assert "--into NAME" in message and "recreate" not in message  # upgrade has no --recreate
@@ -490,7 +488,7 @@ def test_a_node_without_text_is_named_instead_of_another_model(minilm_client, mi
     client.set_payload("old", payload={"_node_content": json.dumps(content)}, points=[emptied])
     with pytest.raises(UpgradeRefusedError) as refused:
         upgrade_collection(
-            client, minilm_dual, UpgradeSettings(source="old", target="new", sample=NODES), show_progress=False
+            client, minilm_dual, UpgradeConfig(source="old", target="new", sample=NODES), show_progress=False
         )
     message = str(refused.value)
     assert f"text: 1 of the sampled nodes hold no text in their payload (node {emptied})" in message
@@ -501,7 +499,7 @@ def test_a_node_without_text_is_named_instead_of_another_model(minilm_client, mi
 def test_a_reduced_precision_is_named_as_the_difference(tiny_client, tiny_plain):
     # the tiny model's bfloat16 vectors stay within 0.99995 of float32's: a stricter check tells them apart
     bf16 = PosFairEmbedding(tiny_plain.model_name, mode="dual", calibration=CALIBRATION, dtype="bfloat16", device="cpu")
-    settings = UpgradeSettings(source="old", target="new", min_cosine=0.99999)
+    settings = UpgradeConfig(source="old", target="new", min_cosine=0.99999)
     message = r"dtype: the stored vectors match float32 .*this embedding runs in bfloat16.*pass --dtype float32"
     with pytest.raises(UpgradeRefusedError, match=message):
         upgrade_collection(tiny_client, bf16, settings, show_progress=False)
@@ -523,9 +521,9 @@ def test_the_token_limit_that_reproduces_the_stored_vectors_is_named_and_then_up
         r"sentence_bert_config\.json, --max-length model_card\); this embedding uses 512: pass --max-length 256"
     )
     with pytest.raises(UpgradeRefusedError, match=message):
-        upgrade_collection(client, at_512, UpgradeSettings(source="old", target="new"), show_progress=False)
+        upgrade_collection(client, at_512, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert not client.collection_exists("new")
     dual_256 = PosFairEmbedding(minilm, mode="dual", calibration=CALIBRATION, encoder=at_256.encoder)
-    report = upgrade_collection(client, dual_256, UpgradeSettings(source="old", target="new"), show_progress=False)
+    report = upgrade_collection(client, dual_256, UpgradeConfig(source="old", target="new"), show_progress=False)
     assert (report.checked, report.written) == (4, 4) and report.min_cosine >= 0.9999  # fewer than 32: all checked
     client.close()

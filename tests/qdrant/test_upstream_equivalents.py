@@ -253,14 +253,14 @@ def test_an_async_only_store_checks_the_tag_on_its_first_call(tiny_embed, tiny_m
         await aclient.create_collection("plain", vectors_config=rest.VectorParams(size=DIM, distance="Cosine"))
         plan = plan_store(tiny_embed, {}, None)
         store = PosFairQdrantVectorStore(
-            "plain", aclient=aclient, vector_layout=plan.spec.layout, posfair_tag=plan.spec.tag
+            "plain", aclient=aclient, vector_layout=plan.config.layout, posfair_tag=plan.config.tag
         )
         with pytest.raises(CollectionTagMismatchError, match="no posfair tag"):
             await store.aquery(VectorStoreQuery(query_embedding=[1.0] * DIM, similarity_top_k=1))
         tagged = await atagged_vector_store(aclient, "tagged", tiny_embed)
         await tagged.async_add(three_nodes())
         lazy = PosFairQdrantVectorStore(
-            "tagged", aclient=aclient, vector_layout=plan.spec.layout, posfair_tag=plan.spec.tag
+            "tagged", aclient=aclient, vector_layout=plan.config.layout, posfair_tag=plan.config.tag
         )
         return await lazy.aquery(VectorStoreQuery(query_embedding=three_nodes()[1].embedding, similarity_top_k=1))
 

@@ -185,12 +185,12 @@ def test_the_store_serves_a_layout_with_a_multivector_entry_unchanged():
     from llama_index.core.schema import TextNode
     from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters, VectorStoreQuery
 
-    from posfair_llamaindex.qdrant.collection import CollectionSpec, ensure_spec
+    from posfair_llamaindex.qdrant.collection import TaggedCollectionConfig, ensure_collection_config
 
     layout = windows_layout(4)
     tag = {"mode": "windows-sketch", "fingerprint": "f" * 12}
     client = QdrantClient(":memory:")
-    ensure_spec(client, "w", CollectionSpec(tag=tag, layout=layout))
+    ensure_collection_config(client, "w", TaggedCollectionConfig(tag=tag, layout=layout))
     store = PosFairQdrantVectorStore("w", client=client, vector_layout=layout, posfair_tag=tag)
     rng = random.Random(5)
     nodes = [
@@ -229,13 +229,13 @@ def test_a_layout_of_windows_alone_is_queried_as_a_multivector():
     from llama_index.core.schema import TextNode
     from llama_index.core.vector_stores.types import VectorStoreQuery
 
-    from posfair_llamaindex.qdrant.collection import CollectionSpec, ensure_spec
+    from posfair_llamaindex.qdrant.collection import TaggedCollectionConfig, ensure_collection_config
 
     layout = VectorLayout(dimension=4, dense=(windows_layout(4).dense[2],))
     assert not layout.is_plain and not layout.is_fused
     tag = {"mode": "windows-sketch", "fingerprint": "e" * 12}
     client = QdrantClient(":memory:")
-    ensure_spec(client, "w", CollectionSpec(tag=tag, layout=layout))
+    ensure_collection_config(client, "w", TaggedCollectionConfig(tag=tag, layout=layout))
     store = PosFairQdrantVectorStore("w", client=client, vector_layout=layout, posfair_tag=tag)
     rng = random.Random(6)
     nodes = [

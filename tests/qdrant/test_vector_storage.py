@@ -133,10 +133,11 @@ def test_a_dense_config_that_decides_the_storage_too_is_refused(tiny_windows, ti
     with pytest.raises(ValueError, match="give the storage in one place"):
         plan_store(tiny_embed, {"dense_config": half}, None, "int8")
     # a dense_config of its own (datatype) or a collection-wide quantization: no default storage beside it
-    assert plan_store(tiny_windows, {"dense_config": half}, None).spec.layout.storage_types() == {"windows": "float16"}
+    planned = plan_store(tiny_windows, {"dense_config": half}, None)
+    assert planned.config.layout.storage_types() == {"windows": "float16"}
     scalar = rest.ScalarQuantization(scalar=rest.ScalarQuantizationConfig(type=rest.ScalarType.INT8))
     planned = plan_store(tiny_windows, {"quantization_config": scalar}, None)
-    assert planned.spec.layout.storage_types() == {"windows": "float32"}
+    assert planned.config.layout.storage_types() == {"windows": "float32"}
 
 
 def test_migrate_moves_a_float32_windows_collection_to_int8_with_a_coherent_tag(tmp_path, tiny_windows):

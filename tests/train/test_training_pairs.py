@@ -12,7 +12,7 @@ from posfair_llamaindex.eval.benchmark_data import SEPARATOR
 from posfair_llamaindex.train.training_pairs import (
     SETUPS,
     SLOTS,
-    BuildSettings,
+    PairBuildConfig,
     article_split,
     build_squad_examples,
     heldout_split,
@@ -44,7 +44,7 @@ def by_setup(fake_dir, tokenizer):
     """Every setup built from the fake file with one seed and size (with hard negatives)."""
     return {
         setup: squad_training_data(
-            fake_dir, tokenizer, BuildSettings(setup=setup, examples=40, token_budget=BUDGET, hard_negatives=True)
+            fake_dir, tokenizer, PairBuildConfig(setup=setup, examples=40, token_budget=BUDGET, hard_negatives=True)
         )
         for setup in SETUPS
     }
@@ -128,7 +128,9 @@ def test_uniform_counts_are_exact_and_shuffled(fake_dir, tokenizer, by_setup):
     assert sorted(counts.values()) == [13, 13, 14]
     slots = [e.slot for e in by_setup["uniform"].examples]
     assert slots != [SLOTS[i % 3] for i in range(len(slots))]
-    thirty = squad_training_data(fake_dir, tokenizer, BuildSettings(setup="uniform", examples=30, token_budget=BUDGET))
+    thirty = squad_training_data(
+        fake_dir, tokenizer, PairBuildConfig(setup="uniform", examples=30, token_budget=BUDGET)
+    )
     assert slot_counts(thirty.examples) == {"begin": 10, "middle": 10, "end": 10}
 
 
@@ -164,11 +166,11 @@ def plain_example(example):
 
 def test_settings_and_sizes_are_checked(fake_dir, tokenizer):
     with pytest.raises(ValueError, match="'top'"):
-        BuildSettings(setup="top")
+        PairBuildConfig(setup="top")
     with pytest.raises(ValueError, match="-3"):
-        BuildSettings(examples=-3)
+        PairBuildConfig(examples=-3)
     with pytest.raises(ValueError, match="only 84 usable pairs"):
-        squad_training_data(fake_dir, tokenizer, BuildSettings(examples=500, token_budget=BUDGET))
+        squad_training_data(fake_dir, tokenizer, PairBuildConfig(examples=500, token_budget=BUDGET))
     with pytest.raises(FileNotFoundError, match="squad-v1.1-train"):
         load_squad_articles(fake_dir / "missing")
 
@@ -189,7 +191,7 @@ def test_user_pairs_with_filler_folder(tmp_path, tokenizer):
             tmp_path / "pairs.jsonl",
             fillers,
             tokenizer,
-            BuildSettings(setup=setup, examples=6, token_budget=90, hard_negatives=True),
+            PairBuildConfig(setup=setup, examples=6, token_budget=90, hard_negatives=True),
         )
         for setup in SETUPS
     }
@@ -203,7 +205,7 @@ def test_user_pairs_with_filler_folder(tmp_path, tokenizer):
     assert all([(e.pair_id, sorted(_paragraphs(e))) for e in d.examples] == reference for d in built.values())
     (tmp_path / "bad.jsonl").write_text('{"query": "q"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1"):
-        user_training_data(tmp_path / "bad.jsonl", fillers, tokenizer, BuildSettings())
+        user_training_data(tmp_path / "bad.jsonl", fillers, tokenizer, PairBuildConfig())
 
 
 @pytest.mark.skipif(not HAS_SQUAD, reason=NO_SHARED_DATA)
@@ -214,7 +216,7 @@ def test_real_squad_pairs(tokenizer):
     assert len(heldout) == 88 and not {a.title for a in train} & {a.title for a in heldout}
     assert article_split(articles).heldout_indices == tuple(a.index for a in heldout)
     built = {
-        setup: build_squad_examples(train, tokenizer, BuildSettings(setup=setup, examples=24, hard_negatives=True))
+        setup: build_squad_examples(train, tokenizer, PairBuildConfig(setup=setup, examples=24, hard_negatives=True))
         for setup in ("begin", "end", "uniform", "natural")
     }
     held = {a.index for a in heldout}

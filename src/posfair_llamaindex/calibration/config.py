@@ -13,7 +13,7 @@ from posfair_llamaindex.options import Variant
 from posfair_llamaindex.tag import TAG_SCHEMA, fingerprint_of
 
 IsolatedToken = Literal["first", "last"]
-LayerSpec = Union[Literal["last"], StrictInt, StrictFloat, tuple[StrictInt, ...]]
+LayerChoice = Union[Literal["last"], StrictInt, StrictFloat, tuple[StrictInt, ...]]
 
 
 class CalibrationConfig(BaseModel):
@@ -32,7 +32,7 @@ class CalibrationConfig(BaseModel):
     variant: Variant = Field(default="cls_soft", description="What happens to the isolated tokens' own mass.")
     strength: float = Field(default=0.5, ge=0.0, le=1.0, description="Mix between plain (0) and fully calibrated (1).")
     basket_size: StrictInt = Field(default=128, ge=1, description="Content tokens per basket.")
-    layers: LayerSpec = Field(default=0.5, description="Which layers are calibrated.")
+    layers: LayerChoice = Field(default=0.5, description="Which layers are calibrated.")
     hard_weight: float = Field(default=0.3, ge=0.0, lt=1.0, description="Pooling-token mass under cls_hard.")
     isolated_tokens: Optional[tuple[IsolatedToken, ...]] = Field(
         default=None, description="Edge tokens kept out of the baskets; None = pooling default."

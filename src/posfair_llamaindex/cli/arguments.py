@@ -252,12 +252,12 @@ def quiet_transformers() -> None:
     transformers_logging.set_verbosity_error()
 
 
-def load_settings_from_args(args, base: Optional[dict[str, Any]] = None):
+def load_config_from_args(args, base: Optional[dict[str, Any]] = None):
     """How the model runs, from the command line's options (and, for what they leave unset, a stored tag's)."""
-    from posfair_llamaindex.encoding.load_settings import DEFAULT_BATCH_SIZE, LoadSettings
+    from posfair_llamaindex.encoding.load_config import DEFAULT_BATCH_SIZE, LoadConfig
 
     base = base or {}
-    return LoadSettings(
+    return LoadConfig(
         pooling=getattr(args, "pooling", None) or base.get("pooling"),
         max_length=getattr(args, "max_length", None) or base.get("max_length"),
         device=getattr(args, "device", None),
@@ -323,7 +323,7 @@ def embedding_settings(args, base: Optional[dict[str, Any]] = None) -> dict[str,
         text_instruction=base.get("text_instruction"),
         query_instruction=base.get("query_instruction"),
         normalize=base.get("normalize", True),
-        **load_settings_from_args(args, base).embedding_arguments(),
+        **load_config_from_args(args, base).embedding_arguments(),
     )
     check_model_exists(settings["model_name"])
     if settings["windows"] is not None:
@@ -401,12 +401,12 @@ def open_client(args, *, create: bool = False):
                 )
         from qdrant_client import QdrantClient
 
-        from posfair_llamaindex.qdrant.retry import RetryPolicy, with_retries
+        from posfair_llamaindex.qdrant.retry import RetryConfig, with_retries
 
         client = QdrantClient(url=args.qdrant_url, api_key=args.api_key, timeout=int(args.timeout))
         # a quick first contact: a dead server is reported at once, before any model loads; one retry after a tenth
         # of a second lets a server that is just starting answer (the calls after this one use the full policy)
-        quick = RetryPolicy(retries=1, backoff_s=QUICK_RETRY_S)
+        quick = RetryConfig(retries=1, backoff_s=QUICK_RETRY_S)
         with_retries(client.get_collections, what="get_collections", target=args.qdrant_url, policy=quick)
         return client
     path = Path(args.qdrant_path or DEFAULT_QDRANT_PATH)

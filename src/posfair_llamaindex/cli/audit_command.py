@@ -15,7 +15,7 @@ from posfair_llamaindex.cli.arguments import (
     comma_floats,
     embedding_from_args,
     for_terminal,
-    load_settings_from_args,
+    load_config_from_args,
     model_options,
     open_client,
     store_options,
@@ -208,7 +208,7 @@ def run_audit(args) -> int:
             design=args.design,
             max_documents=args.max_documents,
             seed=args.seed,
-            load=load_settings_from_args(args).model_copy(
+            load=load_config_from_args(args).model_copy(
                 update={"pooling": encoder.pooling, "max_length": encoder.max_length}
             ),
             cache_dir=args.cache_dir,

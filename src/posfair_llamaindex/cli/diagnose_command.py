@@ -8,7 +8,7 @@ from pathlib import Path
 from posfair_llamaindex.cli.arguments import (
     calibration_from_args,
     calibration_options,
-    load_settings_from_args,
+    load_config_from_args,
     model_options,
 )
 from posfair_llamaindex.cli.research_arguments import DEFAULT_DATA, heldout_articles, model_from_args, split_options
@@ -61,7 +61,7 @@ def run_diagnose(args) -> int:
         raise ValueError("--dump-effect needs texts to look at")
     if args.evidence_moving is not None and args.evidence_moving < 1:
         raise ValueError(f"--evidence-moving needs at least 1 set, got {args.evidence_moving}")
-    encoder = load_settings_from_args(args).encoder(model_from_args(args))
+    encoder = load_config_from_args(args).encoder(model_from_args(args))
     out = Path(args.out)
     calibration = calibration_from_args(args)
     if args.texts:

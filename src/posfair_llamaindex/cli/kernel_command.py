@@ -44,7 +44,7 @@ def run_build(args) -> int:
     from posfair_llamaindex.calibration.kernel import fused_kernel
     from posfair_llamaindex.calibration.kernel.kernel_cache import KernelBuildError
 
-    spec = fused_kernel.spec()
+    spec = fused_kernel.build_config()
     try:
         built = fused_kernel.build()
     except KernelBuildError as error:
@@ -61,7 +61,7 @@ def run_build(args) -> int:
 def run_status(args) -> int:
     from posfair_llamaindex.calibration.kernel import fused_kernel, kernel_cache
 
-    spec = fused_kernel.spec()
+    spec = fused_kernel.build_config()
     root = kernel_cache.cache_root()
     found = kernel_cache.find_built(spec, root)
     rows = [

@@ -77,10 +77,10 @@ def _open(path, url, api_key):
     if url:
         from qdrant_client import QdrantClient
 
-        from posfair_llamaindex.qdrant.retry import RetryPolicy, with_retries
+        from posfair_llamaindex.qdrant.retry import RetryConfig, with_retries
 
         client = QdrantClient(url=url, api_key=api_key)
-        with_retries(client.get_collections, what="get_collections", target=url, policy=RetryPolicy(retries=2))
+        with_retries(client.get_collections, what="get_collections", target=url, policy=RetryConfig(retries=2))
         return client
     from posfair_llamaindex.qdrant.embedded import open_embedded
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posfair_llamaindex.cli.arguments import for_terminal, load_settings_from_args, quiet_transformers, resolve_model
+from posfair_llamaindex.cli.arguments import for_terminal, load_config_from_args, quiet_transformers, resolve_model
 from posfair_llamaindex.eval.fusion import ALL_FUSIONS, is_fusion
 
 DEFAULT_DATA = "../shared/data"
@@ -125,7 +125,7 @@ def run_benchmark(args, model: str, configs, benchmark, stem):
         benchmark,
         configs,
         model=model,
-        load=load_settings_from_args(args),
+        load=load_config_from_args(args),
         cache_dir=args.cache_dir,
         bootstrap_samples=args.bootstrap,
     )

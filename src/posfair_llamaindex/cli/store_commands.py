@@ -14,7 +14,7 @@ from posfair_llamaindex.cli.arguments import (
     embedding_from_args,
     embedding_settings,
     encoder_options_given,
-    load_settings_from_args,
+    load_config_from_args,
     mode_options,
     model_options,
     open_client,
@@ -230,7 +230,7 @@ def _run_ray_ingest(args, client) -> int:
     import argparse
 
     from posfair_llamaindex.cli.arguments import DEFAULT_QDRANT_PATH
-    from posfair_llamaindex.jobs.distributed import QdrantTarget, RayIngestSettings, ray_ingest
+    from posfair_llamaindex.jobs.distributed import QdrantTarget, RayIngestConfig, ray_ingest
     from posfair_llamaindex.jobs.distributed.pipeline import list_files
     from posfair_llamaindex.jobs.ingest import read_documents
 
@@ -253,7 +253,7 @@ def _run_ray_ingest(args, client) -> int:
         timeout=max(1, int(args.timeout)),
         **_collection_options(args),
     )
-    settings = RayIngestSettings(
+    settings = RayIngestConfig(
         address=args.ray_address,
         actors=args.actors or ray_defaults.ACTORS,
         gpus_per_actor=args.gpus_per_actor,
@@ -356,7 +356,7 @@ def run_query(args) -> int:
         return _print_hits(args, store, embed_model.get_query_embedding(args.text))
     with query_process.take() as encoder:  # started before the command line loaded, unless refused since
         base = tag_settings(tag)
-        request = query_process.query_request(embedding_settings(args, base), load_settings_from_args(args, base))
+        request = query_process.query_request(embedding_settings(args, base), load_config_from_args(args, base))
         encoder.send(request, args.text)
         from posfair_llamaindex.qdrant.collection import check_encoder_facts
         from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore

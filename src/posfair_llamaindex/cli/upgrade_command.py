@@ -67,10 +67,10 @@ def run_upgrade(args) -> int:
     from pydantic import ValidationError
 
     # imports no model library: everything that can be refused without the model is, at once
-    from posfair_llamaindex.qdrant.upgrade import UpgradeSettings, inspect_source
+    from posfair_llamaindex.qdrant.upgrade import UpgradeConfig, inspect_source
 
     try:
-        settings = UpgradeSettings(
+        settings = UpgradeConfig(
             source=args.collection,
             target=args.into,
             sample=args.sample,
@@ -111,13 +111,13 @@ def run_upgrade(args) -> int:
     inspect_source(client, args.collection)  # tagged, hybrid, empty: refused before the model libraries load
     embed_model = embedding_from_args(args)
     if args.engine == "ray":
-        from posfair_llamaindex.jobs.distributed import RayIngestSettings
+        from posfair_llamaindex.jobs.distributed import RayIngestConfig
         from posfair_llamaindex.jobs.distributed.ray_upgrade import ray_upgrade
 
-        ray_settings = RayIngestSettings(
+        ray_config = RayIngestConfig(
             address=args.ray_address, actors=args.actors or 1, batch_size=args.batch_size, dtype=args.dtype
         )
-        report = ray_upgrade(client, embed_model, settings, ray_settings, show_progress=True)
+        report = ray_upgrade(client, embed_model, settings, ray_config, show_progress=True)
     else:
         from posfair_llamaindex.qdrant.upgrade import upgrade_collection
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from posfair_llamaindex.errors import QueryEncodingError
 
 if TYPE_CHECKING:  # the child never imports pydantic
-    from posfair_llamaindex.encoding.load_settings import LoadSettings
+    from posfair_llamaindex.encoding.load_config import LoadConfig
 
 # what the parent sends, besides the text: PosFairEmbedding's settings that decide how a query is encoded
 REQUEST_KEYS = ("model_name", "load", "query_instruction", "text_instruction", "normalize")
@@ -121,7 +121,7 @@ def _reply(answer: str) -> Optional[dict[str, Any]]:
         return None
 
 
-def query_request(settings: dict[str, Any], load: LoadSettings) -> dict[str, Any]:
+def query_request(settings: dict[str, Any], load: LoadConfig) -> dict[str, Any]:
     """What the child needs: the model, how it loads (``load``) and how ``PosFairEmbedding``'s ``settings`` (as
     ``embedding_settings`` builds them) encode a query."""
     return {
@@ -137,7 +137,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     """The child's work: load the encoder the request names, encode its text as a query."""
     from posfair_llamaindex.encoding.encoder import PosFairEncoder
 
-    # the load settings were checked by LoadSettings in the parent (query_request); pydantic is not loaded here
+    # the load settings were checked by LoadConfig in the parent (query_request); pydantic is not loaded here
     encoder = PosFairEncoder(request["model_name"], **request["load"])
     query_prompt, document_prompt = encoder.default_prompts
     query_instruction = request["query_instruction"] if request["query_instruction"] is not None else query_prompt

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.embedding import DUAL_DEFAULTS
 from posfair_llamaindex.encoding.encoder import PosFairEncoder
-from posfair_llamaindex.encoding.load_settings import DEFAULT_LOAD, LoadSettings
+from posfair_llamaindex.encoding.load_config import DEFAULT_LOAD, LoadConfig
 from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.eval.benchmark_data import Benchmark
 from posfair_llamaindex.eval.metrics import paired_summary_difference
@@ -85,7 +85,7 @@ def audit_texts(
     design: str = DESIGNS[0],
     max_documents: int = 300,
     seed: int = 0,
-    load: LoadSettings = DEFAULT_LOAD,
+    load: LoadConfig = DEFAULT_LOAD,
     cache_dir: Optional[Path] = None,
     bootstrap_samples: int = 1000,
     show_progress: bool = True,

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from posfair_llamaindex.calibration.config import CalibrationConfig
 from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.encoding.encoder import PosFairEncoder
-from posfair_llamaindex.encoding.load_settings import DEFAULT_LOAD, LoadSettings
+from posfair_llamaindex.encoding.load_config import DEFAULT_LOAD, LoadConfig
 from posfair_llamaindex.encoding.sea import ChunkerConfig
 from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.eval.benchmark_data import Benchmark, RetrievalTask
@@ -110,7 +110,7 @@ def evaluate(
     configs: Sequence[EvalConfig],
     *,
     model: str,
-    load: LoadSettings = DEFAULT_LOAD,
+    load: LoadConfig = DEFAULT_LOAD,
     cache_dir: Optional[Path] = None,
     bootstrap_samples: int = 1000,
     show_progress: bool = True,

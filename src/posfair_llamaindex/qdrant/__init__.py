@@ -22,7 +22,7 @@ _WHERE = {
     "QdrantUnavailableError": "posfair_llamaindex.qdrant.retry",
     "EdgeQdrantClient": "posfair_llamaindex.qdrant.edge_client",
     "AsyncEdgeQdrantClient": "posfair_llamaindex.qdrant.edge_client",
-    "RetryPolicy": "posfair_llamaindex.qdrant.retry",
+    "RetryConfig": "posfair_llamaindex.qdrant.retry",
     "awith_retries": "posfair_llamaindex.qdrant.retry",
     "with_retries": "posfair_llamaindex.qdrant.retry",
     "POINT_FINGERPRINT_KEY": "posfair_llamaindex.qdrant.store",
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from posfair_llamaindex.qdrant.edge_client import AsyncEdgeQdrantClient, EdgeQdrantClient
     from posfair_llamaindex.qdrant.retry import (
         QdrantUnavailableError,
-        RetryPolicy,
+        RetryConfig,
         awith_retries,
         with_retries,
     )

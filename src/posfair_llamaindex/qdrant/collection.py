@@ -17,14 +17,14 @@ from qdrant_client.http import models as rest
 from posfair_llamaindex.errors import CollectionTagMismatchError
 from posfair_llamaindex.qdrant.retry import (
     DEFAULT_RETRY,
-    RetryPolicy,
+    RetryConfig,
     awith_retries,
     describe_client,
     is_edge,
     is_local,
     with_retries,
 )
-from posfair_llamaindex.qdrant.store_options import CollectionOptions, resolve_options
+from posfair_llamaindex.qdrant.store_options import CollectionCreateConfig, resolve_options
 from posfair_llamaindex.qdrant.vector_layout import (
     SparseVector,
     VectorLayout,
@@ -50,7 +50,7 @@ METADATA_KEY = "posfair"
 Step = tuple[str, tuple, dict[str, Any]]
 
 
-class CollectionSpec(BaseModel):
+class TaggedCollectionConfig(BaseModel):
     """A tagged collection: its tag, what its points hold (the layout) and how it is created (the options).
 
     ``adopt_storage``: the vector storage was left to its default, so an existing collection is read as it is
@@ -62,11 +62,11 @@ class CollectionSpec(BaseModel):
 
     tag: dict[str, Any]
     layout: VectorLayout
-    options: CollectionOptions = Field(default_factory=CollectionOptions)
+    options: CollectionCreateConfig = Field(default_factory=CollectionCreateConfig)
     adopt_storage: bool = False
 
-    def stored_as(self, stored: Optional[dict[str, Any]]) -> CollectionSpec:
-        """This spec for an existing collection whose tag is ``stored``: with its storage when this one adopts."""
+    def stored_as(self, stored: Optional[dict[str, Any]]) -> TaggedCollectionConfig:
+        """This config for an existing collection whose tag is ``stored``: with its storage when this one adopts."""
         if not self.adopt_storage or stored is None:
             return self
         layout = self.layout.with_stored_storage(stored)
@@ -79,19 +79,20 @@ def tag_for(embed_model: PosFairEmbedding, layout: VectorLayout) -> dict[str, An
     return {**stored_tag_for(embed_model), **layout.tag()}
 
 
-def collection_spec(
+def collection_config(
     embed_model: PosFairEmbedding,
     hybrid: Optional[SparseVector] = None,
-    options: Optional[CollectionOptions] = None,
+    options: Optional[CollectionCreateConfig] = None,
     **layout_options: Any,
-) -> CollectionSpec:
+) -> TaggedCollectionConfig:
     """The tagged collection for ``embed_model``, with the sparse vector ``hybrid`` beside the dense one(s).
 
-    Without a ``vector_storage``, the spec adopts an existing collection's storage (:class:`CollectionSpec`)."""
-    options = options or CollectionOptions()
+    Without a ``vector_storage``, the config adopts an existing collection's storage
+    (:class:`TaggedCollectionConfig`)."""
+    options = options or CollectionCreateConfig()
     layout_options.setdefault("default_storage", options.quantization_config is None)
     layout = layout_for(embed_model, sparse=hybrid, **layout_options)
-    return CollectionSpec(
+    return TaggedCollectionConfig(
         tag=tag_for(embed_model, layout),
         layout=layout,
         options=options,
@@ -120,19 +121,19 @@ def check_collection(
 ) -> None:
     """Raise :class:`CollectionTagMismatchError` unless the collection was made for ``embed_model`` (stored as
     ``vector_storage``; left unset, stored any way)."""
-    spec = collection_spec(embed_model, hybrid, vector_storage=vector_storage)
-    check_spec(name, info, spec.stored_as(collection_tag(info)))
+    config = collection_config(embed_model, hybrid, vector_storage=vector_storage)
+    check_collection_config(name, info, config.stored_as(collection_tag(info)))
 
 
-def check_spec(name: str, info: rest.CollectionInfo, spec: CollectionSpec) -> None:
-    """Raise :class:`CollectionTagMismatchError` unless the collection has the tag and vectors of ``spec``."""
+def check_collection_config(name: str, info: rest.CollectionInfo, config: TaggedCollectionConfig) -> None:
+    """Raise :class:`CollectionTagMismatchError` unless the collection has the tag and vectors of ``config``."""
     stored = collection_tag(info)
-    requested = spec.tag
+    requested = config.tag
     if stored is None or comparable_tag(stored) != comparable_tag(requested):
         raise CollectionTagMismatchError(name, stored, requested)
     found = describe_vectors(info.config.params.vectors)
     found_sparse = describe_sparse(info.config.params.sparse_vectors)
-    wanted, wanted_sparse = spec.layout.describe()
+    wanted, wanted_sparse = config.layout.describe()
     if found != wanted or found_sparse != wanted_sparse:
         raise CollectionTagMismatchError(
             name,
@@ -154,16 +155,16 @@ def _already_exists(error: BaseException) -> bool:
     return isinstance(error, (ValueError, RuntimeError)) and "already exists" in str(error)
 
 
-def _after_create(name: str, spec: CollectionSpec, local: bool) -> Generator[Step, Any, None]:
+def _after_create(name: str, config: TaggedCollectionConfig, local: bool) -> Generator[Step, Any, None]:
     """The calls LlamaIndex's store makes after ``create_collection``: shard keys, then payload indexes."""
-    yield from _shard_keys(name, spec)
-    if spec.options.index_doc_id and not local:  # embedded Qdrant ignores keyword indexes (and warns)
+    yield from _shard_keys(name, config)
+    if config.options.index_doc_id and not local:  # embedded Qdrant ignores keyword indexes (and warns)
         yield "create_payload_index", (), _payload_index(name, DOCUMENT_ID_KEY, rest.PayloadSchemaType.KEYWORD)
-    yield from _payload_indexes(name, spec)
+    yield from _payload_indexes(name, config)
 
 
-def _shard_keys(name: str, spec: CollectionSpec) -> Generator[Step, Any, None]:
-    for key in spec.options.shard_keys or ():
+def _shard_keys(name: str, config: TaggedCollectionConfig) -> Generator[Step, Any, None]:
+    for key in config.options.shard_keys or ():
         try:
             yield "create_shard_key", (), {"collection_name": name, "shard_key": key}
         except Exception as error:
@@ -172,8 +173,8 @@ def _shard_keys(name: str, spec: CollectionSpec) -> Generator[Step, Any, None]:
             logger.warning("shard key %r of Qdrant collection %r already exists", key, name)
 
 
-def _payload_indexes(name: str, spec: CollectionSpec) -> Generator[Step, Any, None]:
-    for index in spec.options.payload_indexes or ():
+def _payload_indexes(name: str, config: TaggedCollectionConfig) -> Generator[Step, Any, None]:
+    for index in config.options.payload_indexes or ():
         yield "create_payload_index", (), _payload_index(name, index.field_name, index.field_schema)
 
 
@@ -181,35 +182,35 @@ def _payload_index(name: str, field_name: str, field_schema: Any) -> dict[str, A
     return {"collection_name": name, "field_name": field_name, "field_schema": field_schema}
 
 
-def create_kwargs(name: str, spec: CollectionSpec) -> dict[str, Any]:
+def create_kwargs(name: str, config: TaggedCollectionConfig) -> dict[str, Any]:
     """``create_collection``'s arguments: LlamaIndex's (vectors, sparse vectors, quantization, cluster options),
     the extras from ``collection_options``, and the tag."""
     return {
         "collection_name": name,
-        **spec.layout.create_arguments(),
-        **spec.options.create_kwargs(),
-        "metadata": {METADATA_KEY: spec.tag},
+        **config.layout.create_arguments(),
+        **config.options.create_kwargs(),
+        "metadata": {METADATA_KEY: config.tag},
     }
 
 
 def _procedure(
-    name: str, spec: CollectionSpec, recreate: bool, local: bool, edge: bool = False
-) -> Generator[Step, Any, tuple[bool, CollectionSpec]]:
+    name: str, config: TaggedCollectionConfig, recreate: bool, local: bool, edge: bool = False
+) -> Generator[Step, Any, tuple[bool, TaggedCollectionConfig]]:
     """Create the tagged collection or check the existing one's tag, as a sequence of client calls.
 
     Written once as a generator that yields each call and receives its result (or its exception thrown
     in), so the sync and the async client run exactly the same procedure. Returns (True when it created, the
-    spec of the collection now there: an existing one's vector storage where ``spec`` adopts it).
+    config of the collection now there: an existing one's vector storage where ``config`` adopts it).
     An existing collection gets the payload indexes asked for, as LlamaIndex's store gives them on opening.
     """
     if local or edge:  # neither embedded engine has shards: refused before anything is created
-        spec.options.check_local()
+        config.options.check_local()
     if (yield "collection_exists", (name,), {}):
         info = yield "get_collection", (name,), {}
         try:
-            opened = spec.stored_as(collection_tag(info))
-            check_spec(name, info, opened)
-            yield from _payload_indexes(name, spec)
+            opened = config.stored_as(collection_tag(info))
+            check_collection_config(name, info, opened)
+            yield from _payload_indexes(name, config)
             return False, opened
         except CollectionTagMismatchError:
             if not recreate:
@@ -217,19 +218,19 @@ def _procedure(
             logger.warning("recreating Qdrant collection %r with a new tag", name)
             yield "delete_collection", (name,), {}
     try:
-        yield "create_collection", (), create_kwargs(name, spec)
+        yield "create_collection", (), create_kwargs(name, config)
     except (ValueError, RuntimeError) as error:
         if not _already_exists(error):
             raise
         # another writer created it between our check and our create: its tag must match ours
         info = yield "get_collection", (name,), {}
-        opened = spec.stored_as(collection_tag(info))
-        check_spec(name, info, opened)
-        yield from _shard_keys(name, spec)  # as LlamaIndex's store does when its create finds the collection
-        yield from _payload_indexes(name, spec)
+        opened = config.stored_as(collection_tag(info))
+        check_collection_config(name, info, opened)
+        yield from _shard_keys(name, config)  # as LlamaIndex's store does when its create finds the collection
+        yield from _payload_indexes(name, config)
         return False, opened
-    yield from _after_create(name, spec, local)
-    return True, spec.model_copy(update={"adopt_storage": False})
+    yield from _after_create(name, config, local)
+    return True, config.model_copy(update={"adopt_storage": False})
 
 
 def ensure_tagged_collection(
@@ -238,7 +239,7 @@ def ensure_tagged_collection(
     embed_model: PosFairEmbedding,
     *,
     recreate: bool = False,
-    retry: RetryPolicy = DEFAULT_RETRY,
+    retry: RetryConfig = DEFAULT_RETRY,
     hybrid: Optional[SparseVector] = None,
     vector_storage: StorageChoice = None,
     **collection_options: Any,
@@ -250,45 +251,45 @@ def ensure_tagged_collection(
     ``shard_number``, ``replication_factor``, ``hnsw_config``; see ``tagged_vector_store``).
     """
     _check_embed_model(embed_model)
-    spec = _spec_from(embed_model, hybrid, collection_options, vector_storage)
-    return ensure_spec(client, collection_name, spec, recreate=recreate, retry=retry)
+    config = _config_from(embed_model, hybrid, collection_options, vector_storage)
+    return ensure_collection_config(client, collection_name, config, recreate=recreate, retry=retry)
 
 
-def _spec_from(
+def _config_from(
     embed_model: PosFairEmbedding,
     hybrid: Optional[SparseVector],
     options: dict[str, Any],
     vector_storage: StorageChoice = None,
-) -> CollectionSpec:
+) -> TaggedCollectionConfig:
     resolved = resolve_options({}, options, named=mode_vectors(embed_model))
-    return collection_spec(
+    return collection_config(
         embed_model, hybrid, resolved.collection, dense_config=resolved.dense_config, vector_storage=vector_storage
     )
 
 
-def ensure_spec(
+def ensure_collection_config(
     client: QdrantClient,
     collection_name: str,
-    spec: CollectionSpec,
+    config: TaggedCollectionConfig,
     *,
     recreate: bool = False,
-    retry: RetryPolicy = DEFAULT_RETRY,
+    retry: RetryConfig = DEFAULT_RETRY,
 ) -> bool:
-    """:func:`ensure_tagged_collection` from a ready spec (the store re-creates its collection after ``clear``)."""
-    return open_spec(client, collection_name, spec, recreate=recreate, retry=retry)[0]
+    """:func:`ensure_tagged_collection` from a ready config (the store re-creates its collection after ``clear``)."""
+    return open_collection_config(client, collection_name, config, recreate=recreate, retry=retry)[0]
 
 
-def open_spec(
+def open_collection_config(
     client: QdrantClient,
     collection_name: str,
-    spec: CollectionSpec,
+    config: TaggedCollectionConfig,
     *,
     recreate: bool = False,
-    retry: RetryPolicy = DEFAULT_RETRY,
-) -> tuple[bool, CollectionSpec]:
-    """:func:`ensure_spec`, returning also the spec of the collection now there (its stored vector storage where
-    ``spec`` adopts one)."""
-    steps = _procedure(collection_name, spec, recreate, is_local(client), is_edge(client))
+    retry: RetryConfig = DEFAULT_RETRY,
+) -> tuple[bool, TaggedCollectionConfig]:
+    """:func:`ensure_collection_config`, returning also the config of the collection now there (its stored vector
+    storage where ``config`` adopts one)."""
+    steps = _procedure(collection_name, config, recreate, is_local(client), is_edge(client))
     target = describe_client(client)
     outcome: Any = None
     failed = False
@@ -318,39 +319,39 @@ async def aensure_tagged_collection(
     embed_model: PosFairEmbedding,
     *,
     recreate: bool = False,
-    retry: RetryPolicy = DEFAULT_RETRY,
+    retry: RetryConfig = DEFAULT_RETRY,
     hybrid: Optional[SparseVector] = None,
     vector_storage: StorageChoice = None,
     **collection_options: Any,
 ) -> bool:
     """The async twin of :func:`ensure_tagged_collection`: the same procedure on an ``AsyncQdrantClient``."""
     _check_embed_model(embed_model)
-    spec = _spec_from(embed_model, hybrid, collection_options, vector_storage)
-    return await aensure_spec(aclient, collection_name, spec, recreate=recreate, retry=retry)
+    config = _config_from(embed_model, hybrid, collection_options, vector_storage)
+    return await aensure_collection_config(aclient, collection_name, config, recreate=recreate, retry=retry)
 
 
-async def aensure_spec(
+async def aensure_collection_config(
     aclient: AsyncQdrantClient,
     collection_name: str,
-    spec: CollectionSpec,
+    config: TaggedCollectionConfig,
     *,
     recreate: bool = False,
-    retry: RetryPolicy = DEFAULT_RETRY,
+    retry: RetryConfig = DEFAULT_RETRY,
 ) -> bool:
-    """The async twin of :func:`ensure_spec`."""
-    return (await aopen_spec(aclient, collection_name, spec, recreate=recreate, retry=retry))[0]
+    """The async twin of :func:`ensure_collection_config`."""
+    return (await aopen_collection_config(aclient, collection_name, config, recreate=recreate, retry=retry))[0]
 
 
-async def aopen_spec(
+async def aopen_collection_config(
     aclient: AsyncQdrantClient,
     collection_name: str,
-    spec: CollectionSpec,
+    config: TaggedCollectionConfig,
     *,
     recreate: bool = False,
-    retry: RetryPolicy = DEFAULT_RETRY,
-) -> tuple[bool, CollectionSpec]:
-    """The async twin of :func:`open_spec`."""
-    steps = _procedure(collection_name, spec, recreate, is_local(aclient), is_edge(aclient))
+    retry: RetryConfig = DEFAULT_RETRY,
+) -> tuple[bool, TaggedCollectionConfig]:
+    """The async twin of :func:`open_collection_config`."""
+    steps = _procedure(collection_name, config, recreate, is_local(aclient), is_edge(aclient))
     target = describe_client(aclient)
     outcome: Any = None
     failed = False

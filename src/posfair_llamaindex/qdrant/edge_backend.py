@@ -59,8 +59,8 @@ from posfair_llamaindex.qdrant.edge_queries import (
     edge_with_vectors,
 )
 from posfair_llamaindex.qdrant.edge_store import (
-    EdgeSettings,
     EdgeStore,
+    EdgeStoreConfig,
     StoredCollection,
     check_collection_name,
     edge_version,
@@ -177,7 +177,7 @@ class EdgeBackend(QdrantBase):
     """
 
     @classmethod
-    def open(cls, path: Union[str, os.PathLike], settings: Optional[EdgeSettings] = None) -> EdgeBackend:
+    def open(cls, path: Union[str, os.PathLike], settings: Optional[EdgeStoreConfig] = None) -> EdgeBackend:
         """A backend on the store at ``path`` (created when the folder is new or empty), shared in this process."""
         return cls(EdgeStore.open(path, settings))
 
@@ -189,7 +189,7 @@ class EdgeBackend(QdrantBase):
         self._release_lock = threading.Lock()
 
     @property
-    def settings(self) -> EdgeSettings:
+    def settings(self) -> EdgeStoreConfig:
         return self.store.settings
 
     @property

@@ -31,7 +31,7 @@ from qdrant_client.qdrant_fastembed import QdrantFastembedMixin
 from posfair_llamaindex.errors import EdgeClosedError, EdgeUnsupportedError
 from posfair_llamaindex.qdrant.edge_async import AsyncEdgeBackend
 from posfair_llamaindex.qdrant.edge_backend import EdgeBackend
-from posfair_llamaindex.qdrant.edge_store import EdgeSettings
+from posfair_llamaindex.qdrant.edge_store import EdgeStoreConfig
 
 __all__ = ["DEFAULT_EDGE_PATH", "AsyncEdgeBackend", "AsyncEdgeQdrantClient", "EdgeQdrantClient", "EdgeUnsupportedError"]
 
@@ -62,8 +62,8 @@ def _settings(
     max_search_threads: Optional[int],
     auto_optimize: bool,
     flush_writes: bool,
-) -> EdgeSettings:
-    return EdgeSettings(
+) -> EdgeStoreConfig:
+    return EdgeStoreConfig(
         hnsw_config=hnsw_config,
         optimizers_config=optimizers_config,
         max_search_threads=max_search_threads,
@@ -72,7 +72,7 @@ def _settings(
     )
 
 
-def _attach(client: Any, path: PathLike, settings: EdgeSettings, backend: Any) -> None:
+def _attach(client: Any, path: PathLike, settings: EdgeStoreConfig, backend: Any) -> None:
     """What a client's inherited methods read: the backend they call, and the options a twin is made from."""
     client._init_options = {"path": os.fspath(path), **vars(settings)}
     client._client = backend
@@ -88,7 +88,7 @@ class EdgeQdrantClient(QdrantClient):
     defaults of the collections created here (``create_collection``'s own win), ``max_search_threads`` sizes each
     shard's search pool, and ``auto_optimize`` builds indexes after every write (else :meth:`optimize` builds them).
     Every write call returns once its points are in the shard's write-ahead log, so a killed process loses none;
-    ``flush_writes`` also flushes to disk after each call. See :class:`EdgeSettings`.
+    ``flush_writes`` also flushes to disk after each call. See :class:`EdgeStoreConfig`.
     """
 
     def __init__(

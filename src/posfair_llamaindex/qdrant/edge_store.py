@@ -63,7 +63,7 @@ __all__ = [
     "SHARD_DIR",
     "STORE_FORMAT",
     "STORE_VERSION",
-    "EdgeSettings",
+    "EdgeStoreConfig",
     "EdgeStore",
     "StoredCollection",
     "check_collection_name",
@@ -91,7 +91,7 @@ INVALID_NAME_CHARS = ("<", ">", ":", '"', "/", "\\", "|", "?", "*", "\0", "\x1f"
 
 
 @dataclass(frozen=True)
-class EdgeSettings:
+class EdgeStoreConfig:
     """How this process's Edge store indexes and searches.
 
     ``hnsw_config`` and ``optimizers_config`` are the defaults of the collections created here (what a
@@ -209,10 +209,10 @@ class EdgeStore:
     _registry_lock = threading.Lock()
 
     @classmethod
-    def open(cls, path: Union[str, os.PathLike], settings: Optional[EdgeSettings] = None) -> EdgeStore:
+    def open(cls, path: Union[str, os.PathLike], settings: Optional[EdgeStoreConfig] = None) -> EdgeStore:
         """The store at ``path`` (created when the folder is new or empty), shared in this process; every
         ``open`` is matched by one :meth:`release`."""
-        settings = settings or EdgeSettings()
+        settings = settings or EdgeStoreConfig()
         key = os.path.realpath(os.fspath(path))
         with cls._registry_lock:
             store = cls._open.get(key)
@@ -228,7 +228,7 @@ class EdgeStore:
             cls._open[key] = store
             return store
 
-    def __init__(self, path: str, settings: EdgeSettings) -> None:
+    def __init__(self, path: str, settings: EdgeStoreConfig) -> None:
         self.location = path  # where the clients point, for messages (as QdrantLocal.location)
         self.path = Path(path)
         self.settings = settings

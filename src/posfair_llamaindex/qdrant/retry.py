@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class RetryConfig:
     """How often and how patiently a Qdrant call is retried.
 
     ``retries`` is the number of extra attempts after the first; the wait after attempt ``i`` is
@@ -57,7 +57,7 @@ class RetryPolicy:
         return delay
 
 
-DEFAULT_RETRY = RetryPolicy()
+DEFAULT_RETRY = RetryConfig()
 
 
 def _transient_errors() -> tuple:
@@ -75,7 +75,7 @@ def _transient_errors() -> tuple:
 RETRIED_ERRORS = (UnexpectedResponse, *_transient_errors())
 
 
-def with_retries(call: Callable[[], T], *, what: str, target: str, policy: RetryPolicy = DEFAULT_RETRY) -> T:
+def with_retries(call: Callable[[], T], *, what: str, target: str, policy: RetryConfig = DEFAULT_RETRY) -> T:
     """Run ``call``, retrying as ``policy`` says; raises a clear error when it gives up."""
     attempt = 0
     while True:
@@ -87,7 +87,7 @@ def with_retries(call: Callable[[], T], *, what: str, target: str, policy: Retry
 
 
 async def awith_retries(
-    call: Callable[[], Awaitable[T]], *, what: str, target: str, policy: RetryPolicy = DEFAULT_RETRY
+    call: Callable[[], Awaitable[T]], *, what: str, target: str, policy: RetryConfig = DEFAULT_RETRY
 ) -> T:
     """The async twin of :func:`with_retries`: ``call`` returns an awaitable."""
     attempt = 0

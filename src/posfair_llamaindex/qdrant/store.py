@@ -29,22 +29,22 @@ from qdrant_client.http import models as rest
 from posfair_llamaindex.modes import DUAL_VECTORS
 from posfair_llamaindex.options import FUSIONS, RRF_K
 from posfair_llamaindex.qdrant.collection import (
-    CollectionSpec,
-    aensure_spec,
-    aopen_spec,
-    check_spec,
-    ensure_spec,
-    open_spec,
+    TaggedCollectionConfig,
+    aensure_collection_config,
+    aopen_collection_config,
+    check_collection_config,
+    ensure_collection_config,
+    open_collection_config,
     tag_for,
 )
 from posfair_llamaindex.qdrant.retry import (
     DEFAULT_RETRY,
-    RetryPolicy,
+    RetryConfig,
     awith_retries,
     describe_client,
     with_retries,
 )
-from posfair_llamaindex.qdrant.store_options import CollectionOptions, ResolvedOptions, resolve_options
+from posfair_llamaindex.qdrant.store_options import CollectionCreateConfig, ResolvedStoreConfig, resolve_options
 from posfair_llamaindex.qdrant.vector_layout import (
     CUSTOM_SPARSE_ENCODER,
     DEFAULT_FUSION_CANDIDATES,
@@ -117,13 +117,13 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
     vector_layout: Optional[VectorLayout] = Field(
         default=None, description="The collection's named vectors and how a query fuses them."
     )
-    collection_config: CollectionOptions = Field(
-        default_factory=CollectionOptions, description="How the collection is created (cluster, indexes)."
+    collection_config: CollectionCreateConfig = Field(
+        default_factory=CollectionCreateConfig, description="How the collection is created (cluster, indexes)."
     )
 
     _fingerprint: str = PrivateAttr()
     _dimension: int = PrivateAttr()
-    _retry: RetryPolicy = PrivateAttr(default=DEFAULT_RETRY)
+    _retry: RetryConfig = PrivateAttr(default=DEFAULT_RETRY)
     _checked: bool = PrivateAttr(default=False)  # the collection's tag was compared with ours
 
     def __init__(
@@ -138,7 +138,7 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
         fusion: Optional[str] = None,
         fusion_candidates: Optional[int] = None,
         max_candidates: Optional[int] = None,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryConfig = DEFAULT_RETRY,
         check_collection: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -154,7 +154,7 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
         fingerprint = fingerprint if fingerprint is not None else posfair_tag.get("fingerprint")
         if posfair_tag is not None and posfair_tag.get("fingerprint") != fingerprint:
             raise ValueError(f"fingerprint {fingerprint!r} is not the tag's {posfair_tag.get('fingerprint')!r}")
-        options = CollectionOptions.model_validate(collection_config or {})
+        options = CollectionCreateConfig.model_validate(collection_config or {})
         for unused in ("stores_text", "is_embedding_query", "flat_metadata", "class_name"):  # to_dict's extras
             kwargs.pop(unused, None)
         if kwargs.get("enable_hybrid") and layout.sparse is None:
@@ -181,7 +181,7 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
         self._checked = not check_collection or posfair_tag is None
         if not self._checked and self._client is not None and self._collection_initialized:
             info = self._call("get_collection", collection_name=collection_name)
-            check_spec(collection_name, info, self._spec())
+            check_collection_config(collection_name, info, self._collection_config())
             self._checked = True
 
     async def _acheck_collection(self) -> None:
@@ -190,7 +190,7 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
             return
         if await self._acall("collection_exists", collection_name=self.collection_name):
             info = await self._acall("get_collection", collection_name=self.collection_name)
-            check_spec(self.collection_name, info, self._spec())
+            check_collection_config(self.collection_name, info, self._collection_config())
         self._checked = True
 
     @classmethod
@@ -215,16 +215,16 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
         return self._fingerprint
 
     @property
-    def retry(self) -> RetryPolicy:
+    def retry(self) -> RetryConfig:
         return self._retry
 
-    def _spec(self) -> CollectionSpec:
+    def _collection_config(self) -> TaggedCollectionConfig:
         if self.posfair_tag is None:
             raise ValueError(
                 f"collection {self.collection_name!r} does not exist and this store was built without its "
                 "tag, so it cannot create it tagged; open the store with tagged_vector_store"
             )
-        return CollectionSpec(tag=self.posfair_tag, layout=self.layout, options=self.collection_config)
+        return TaggedCollectionConfig(tag=self.posfair_tag, layout=self.layout, options=self.collection_config)
 
     # ------------------------------------------------------------------ writing
     def add(self, nodes: list[BaseNode], **add_kwargs: Any) -> list[str]:
@@ -238,12 +238,12 @@ class PosFairQdrantVectorStore(QdrantVectorStore):
 
     def _create_collection(self, collection_name: str, vector_size: int) -> None:
         """Called by LlamaIndex's ``add`` when the collection is missing (after ``clear``): create it tagged."""
-        ensure_spec(self._client, collection_name, self._spec(), retry=self._retry)
+        ensure_collection_config(self._client, collection_name, self._collection_config(), retry=self._retry)
         self._collection_initialized = True
 
     async def _acreate_collection(self, collection_name: str, vector_size: int) -> None:
         self._ensure_async_client()
-        await aensure_spec(self._aclient, collection_name, self._spec(), retry=self._retry)
+        await aensure_collection_config(self._aclient, collection_name, self._collection_config(), retry=self._retry)
         self._collection_initialized = True
 
     def _check_dimensions(self, nodes: Sequence[BaseNode]) -> None:
@@ -565,7 +565,7 @@ def _mapped(node_ids: Optional[list[str]]) -> Optional[list[str]]:
     return None if node_ids is None else [point_id(n) for n in node_ids]
 
 
-def sparse_vector_for(resolved: ResolvedOptions, store_kwargs: dict[str, Any]) -> Optional[SparseVector]:
+def sparse_vector_for(resolved: ResolvedStoreConfig, store_kwargs: dict[str, Any]) -> Optional[SparseVector]:
     """The sparse vector that LlamaIndex's hybrid options ask for, or None for a dense-only collection.
 
     Checked before anything is created: hybrid needs either both sparse functions or fastembed installed.
@@ -617,9 +617,9 @@ def _own_tag(encoder: Any) -> Optional[str]:
 
 @dataclasses.dataclass(frozen=True)
 class StorePlan:
-    """A store's collection (its spec) and what LlamaIndex's store code gets, from the caller's options."""
+    """A store's collection (its config) and what LlamaIndex's store code gets, from the caller's options."""
 
-    spec: CollectionSpec
+    config: TaggedCollectionConfig
     store_kwargs: dict[str, Any]
 
 
@@ -629,7 +629,7 @@ def plan_store(
     collection_options: Optional[dict[str, Any]],
     vector_storage: StorageChoice = None,
 ) -> StorePlan:
-    """Resolve every option into the tagged collection's spec; refuses by name before anything is created."""
+    """Resolve every option into the tagged collection's config; refuses by name before anything is created."""
     _check_embed_model(embed_model)
     resolved = resolve_options(store_kwargs, collection_options, named=mode_vectors(embed_model))
     sparse = sparse_vector_for(resolved, resolved.store_kwargs)
@@ -647,13 +647,13 @@ def plan_store(
         # a collection-wide quantization_config is the caller's own storage choice: no default beside it
         default_storage=resolved.collection.quantization_config is None,
     )
-    spec = CollectionSpec(
+    config = TaggedCollectionConfig(
         tag=tag_for(embed_model, layout),
         layout=layout,
         options=resolved.collection,
         adopt_storage=vector_storage is None,
     )
-    return StorePlan(spec=spec, store_kwargs=resolved.store_kwargs)
+    return StorePlan(config=config, store_kwargs=resolved.store_kwargs)
 
 
 def _clients(client: Any, aclient: Any, kwargs: dict[str, Any], *, need_sync: bool) -> tuple[Any, Any]:
@@ -674,13 +674,13 @@ def _clients(client: Any, aclient: Any, kwargs: dict[str, Any], *, need_sync: bo
     return client, aclient
 
 
-def _store_for(collection_name: str, plan: StorePlan, retry: RetryPolicy, **clients: Any) -> PosFairQdrantVectorStore:
+def _store_for(collection_name: str, plan: StorePlan, retry: RetryConfig, **clients: Any) -> PosFairQdrantVectorStore:
     return PosFairQdrantVectorStore(
         collection_name,
         **clients,
-        vector_layout=plan.spec.layout,
-        posfair_tag=plan.spec.tag,
-        collection_config=plan.spec.options,
+        vector_layout=plan.config.layout,
+        posfair_tag=plan.config.tag,
+        collection_config=plan.config.options,
         retry=retry,
         check_collection=False,  # just checked (or created)
         **plan.store_kwargs,
@@ -694,7 +694,7 @@ def tagged_vector_store(
     *,
     aclient: Optional[AsyncQdrantClient] = None,
     recreate: bool = False,
-    retry: RetryPolicy = DEFAULT_RETRY,
+    retry: RetryConfig = DEFAULT_RETRY,
     collection_options: Optional[dict[str, Any]] = None,
     vector_storage: StorageChoice = None,
     **store_kwargs: Any,
@@ -717,8 +717,8 @@ def tagged_vector_store(
     """
     plan = plan_store(embed_model, store_kwargs, collection_options, vector_storage)
     client, aclient = _clients(client, aclient, plan.store_kwargs, need_sync=True)
-    _, spec = open_spec(client, collection_name, plan.spec, recreate=recreate, retry=retry)
-    plan = dataclasses.replace(plan, spec=spec)
+    _, config = open_collection_config(client, collection_name, plan.config, recreate=recreate, retry=retry)
+    plan = dataclasses.replace(plan, config=config)
     return _store_for(collection_name, plan, retry, client=client, aclient=aclient)
 
 
@@ -728,7 +728,7 @@ async def atagged_vector_store(
     embed_model: PosFairEmbedding,
     *,
     recreate: bool = False,
-    retry: RetryPolicy = DEFAULT_RETRY,
+    retry: RetryConfig = DEFAULT_RETRY,
     collection_options: Optional[dict[str, Any]] = None,
     vector_storage: StorageChoice = None,
     **store_kwargs: Any,
@@ -738,8 +738,8 @@ async def atagged_vector_store(
     client, aclient = _clients(None, aclient, plan.store_kwargs, need_sync=False)
     if aclient is None:
         raise TypeError("atagged_vector_store needs an AsyncQdrantClient (or url=...)")
-    _, spec = await aopen_spec(aclient, collection_name, plan.spec, recreate=recreate, retry=retry)
-    plan = dataclasses.replace(plan, spec=spec)
+    _, config = await aopen_collection_config(aclient, collection_name, plan.config, recreate=recreate, retry=retry)
+    plan = dataclasses.replace(plan, config=config)
     return _store_for(collection_name, plan, retry, client=client, aclient=aclient)
 
 

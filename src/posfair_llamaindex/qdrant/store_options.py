@@ -3,7 +3,7 @@
 :data:`UPSTREAM_OPTIONS` lists every option of llama-index-vector-stores-qdrant's constructor and what it does
 on a posfair store; :func:`resolve_options` sorts what a caller passed into the collection's vector layout
 inputs, the ``create_collection`` / ``create_shard_key`` / ``create_payload_index`` arguments
-(:class:`CollectionOptions`) and what LlamaIndex's own code keeps using (uploads, queries, sharding), and
+(:class:`CollectionCreateConfig`) and what LlamaIndex's own code keeps using (uploads, queries, sharding), and
 refuses, before anything is created, whatever would otherwise be silently ignored.
 """
 
@@ -26,7 +26,7 @@ UPSTREAM_OPTIONS: dict[str, str] = {
     "client_kwargs": "see url",
     "batch_size": "points per upload request (LlamaIndex's upload code)",
     "parallel": "upload processes (LlamaIndex's upload code)",
-    "max_retries": "upload retries (LlamaIndex's upload code); other calls follow retry=RetryPolicy",
+    "max_retries": "upload retries (LlamaIndex's upload code); other calls follow retry=RetryConfig",
     "dense_config": (
         "the VectorParams of every dense vector (dual: of plain and calibrated; or a dict by vector name): "
         "distance, on_disk, hnsw_config, quantization_config, datatype, memory. size must be the model's "
@@ -115,7 +115,7 @@ class PayloadIndex(BaseModel):
     field_schema: PayloadSchema
 
 
-class CollectionOptions(BaseModel):
+class CollectionCreateConfig(BaseModel):
     """Everything ``create_collection`` and the calls after it get besides the vectors and the tag."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -183,10 +183,10 @@ class CollectionOptions(BaseModel):
 
 
 @dataclass
-class ResolvedOptions:
+class ResolvedStoreConfig:
     """What the caller's options mean for the collection, the layout and LlamaIndex's store code."""
 
-    collection: CollectionOptions
+    collection: CollectionCreateConfig
     dense_config: Any = None  # VectorParams, or {vector name: VectorParams}
     hybrid: bool = False
     sparse_config: Optional[rest.SparseVectorParams] = None
@@ -196,7 +196,7 @@ class ResolvedOptions:
 
 def resolve_options(
     store_kwargs: dict[str, Any], collection_options: Optional[dict[str, Any]], *, named: tuple = ()
-) -> ResolvedOptions:
+) -> ResolvedStoreConfig:
     """Sort and check the store's keyword options and ``collection_options``; refuse by name what has no meaning.
 
     ``collection_options`` takes ``create_collection``'s keywords: the cluster options (the same as the store
@@ -285,7 +285,7 @@ def resolve_options(
         raise TypeError(f"sparse_config must be a qdrant SparseVectorParams, got {type(sparse_config).__name__}")
     # LlamaIndex's __init__ would create the payload indexes itself on an existing collection: ours does that
     kwargs["payload_indexes"] = None
-    return ResolvedOptions(
+    return ResolvedStoreConfig(
         collection=collection,
         dense_config=dense_config,
         hybrid=hybrid,
@@ -322,13 +322,13 @@ def _sparse_from_collection_options(value: Any, kwargs: dict[str, Any], hybrid: 
     return out
 
 
-def _collection_options(kwargs: dict[str, Any], extra: dict[str, Any]) -> CollectionOptions:
+def _collection_options(kwargs: dict[str, Any], extra: dict[str, Any]) -> CollectionCreateConfig:
     values = {name: kwargs[name] for name in COLLECTION_STORE_OPTIONS if kwargs.get(name) is not None}
     values.update(extra)
     if values.get("shard_keys") is not None:
         values["shard_keys"] = tuple(values["shard_keys"])
     try:
-        return CollectionOptions(**values)
+        return CollectionCreateConfig(**values)
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
         raise ValueError(f"invalid collection option(s): {problems}") from None

@@ -66,12 +66,7 @@ EXAMPLES = 3
 PRECISION_CLOSE = 0.99
 
 
-# the names these errors had before errors.py, kept for one release
-UpgradeRefused = UpgradeRefusedError
-UpgradeIncomplete = UpgradeIncompleteError
-
-
-class UpgradeSettings(BaseModel):
+class UpgradeConfig(BaseModel):
     """What to upgrade into what, and how strictly the stored vectors are checked."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -91,7 +86,7 @@ class UpgradeSettings(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _distinct(self) -> UpgradeSettings:
+    def _distinct(self) -> UpgradeConfig:
         if self.source == self.target:
             raise ValueError(f"the target must be a new collection, not the source {self.source!r} itself")
         return self
@@ -143,7 +138,7 @@ Encode = Callable[[list[str]], list[list[float]]]
 def upgrade_collection(
     client: QdrantClient,
     embed_model: PosFairEmbedding,
-    settings: UpgradeSettings,
+    settings: UpgradeConfig,
     *,
     show_progress: bool = True,
     encode: Optional[Encode] = None,
@@ -222,7 +217,7 @@ def inspect_source(client: QdrantClient, name: str) -> SourceCollection:
     return SourceCollection(vector=vector or None, size=params.size, points=points)
 
 
-def _check_target(client: QdrantClient, settings: UpgradeSettings, embed_model: PosFairEmbedding) -> None:
+def _check_target(client: QdrantClient, settings: UpgradeConfig, embed_model: PosFairEmbedding) -> None:
     """An existing target must be an earlier run of this upgrade: this embedding's tag, only the source's ids."""
     where = describe_client(client)
     if not with_retries(lambda: client.collection_exists(settings.target), what="collection_exists", target=where):
@@ -230,7 +225,7 @@ def _check_target(client: QdrantClient, settings: UpgradeSettings, embed_model: 
     info = with_retries(lambda: client.get_collection(settings.target), what="get_collection", target=where)
     way_out = (
         f"Nothing was written. Upgrade into another collection (`posfair upgrade --into NAME`, "
-        f"UpgradeSettings.target), or delete {settings.target!r} if its points may go, and run again."
+        f"UpgradeConfig.target), or delete {settings.target!r} if its points may go, and run again."
     )
     try:
         check_collection(settings.target, info, embed_model, vector_storage=settings.vector_storage)
@@ -331,7 +326,7 @@ def _stored_vector(record: Any, source: SourceCollection) -> list[float]:
 
 # ----------------------------------------------------------------------------- the sampled check
 def _check_sample(
-    client: QdrantClient, settings: UpgradeSettings, source: SourceCollection, embed_model: PosFairEmbedding
+    client: QdrantClient, settings: UpgradeConfig, source: SourceCollection, embed_model: PosFairEmbedding
 ) -> tuple[int, float]:
     """Re-encode up to ``settings.sample`` nodes spread over the collection plain; refuse unless they match."""
     records = _sample(client, settings.source, source, settings.sample)
@@ -407,7 +402,7 @@ def _cosines(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> list
     return out
 
 
-def _what_differs(embed_model: PosFairEmbedding, texts, stored, settings: UpgradeSettings, lowest: float) -> str:
+def _what_differs(embed_model: PosFairEmbedding, texts, stored, settings: UpgradeConfig, lowest: float) -> str:
     """Try the settings that most often differ, one at a time (precision, token limit, pooling), then pooling with
     each other token limit; name the first that reproduces every stored vector and how to ask for it."""
     if embed_model.is_wrapped:  # its pooling, token limit and precision are the wrapped model's own, not ours to try
@@ -593,7 +588,7 @@ class _Copier:
     """Writes source points into the target, and compares the two until the target holds the whole source."""
 
     client: QdrantClient
-    settings: UpgradeSettings
+    settings: UpgradeConfig
     source: SourceCollection
     store: PosFairQdrantVectorStore
     embed_model: PosFairEmbedding
@@ -705,7 +700,7 @@ def _finish(copy: _Copier) -> None:
     raise UpgradeIncompleteError(_incomplete(settings, gap, moved))
 
 
-def _incomplete(settings: UpgradeSettings, gap: _Gap, moved: Optional[int]) -> str:
+def _incomplete(settings: UpgradeConfig, gap: _Gap, moved: Optional[int]) -> str:
     source, target = settings.source, settings.target
     if gap.todo:
         found = [f"{len(gap.missing)} point(s) of {source!r} are not in {target!r}"]
@@ -736,7 +731,7 @@ __all__ = (
     "UpgradeIncompleteError",
     "UpgradeRefusedError",
     "UpgradeReport",
-    "UpgradeSettings",
+    "UpgradeConfig",
     "check_upgrade_mode",
     "computed_part",
     "keeps_stored_vector",

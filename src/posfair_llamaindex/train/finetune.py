@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from posfair_llamaindex.model.prompts import MAX_DUMP_TOKENS, dump_token_names
 from posfair_llamaindex.train.training_pairs import (
     SETUPS,
-    BuildSettings,
+    PairBuildConfig,
     TrainingData,
     squad_training_data,
     to_dataset,
@@ -122,8 +122,8 @@ class FinetuneConfig(BaseModel):
             )
         return self
 
-    def build_settings(self) -> BuildSettings:
-        return BuildSettings(
+    def build_settings(self) -> PairBuildConfig:
+        return PairBuildConfig(
             setup=self.setup,
             examples=self.examples,
             seed=self.seed,

@@ -108,7 +108,7 @@ class TrainingExample:
 
 
 @dataclass(frozen=True)
-class BuildSettings:
+class PairBuildConfig:
     """How examples are built; everything that picks pairs depends on ``seed`` only, never on ``setup``."""
 
     setup: str = "uniform"
@@ -134,7 +134,7 @@ class TrainingData:
     """The examples of one run and where they came from, for the training summary."""
 
     examples: tuple[TrainingExample, ...]
-    settings: BuildSettings
+    settings: PairBuildConfig
     source: str
     split: Optional[ArticleSplit] = None
 
@@ -211,7 +211,7 @@ def heldout_split(data_dir: Path, heldout_fraction: float = 0.2, seed: int = 0) 
 def squad_training_data(
     data_dir: Path,
     tokenizer: PreTrainedTokenizerBase,
-    settings: BuildSettings,
+    settings: PairBuildConfig,
     *,
     heldout_fraction: float = 0.2,
     split_seed: int = 0,
@@ -229,7 +229,7 @@ def squad_training_data(
 
 
 def build_squad_examples(
-    articles: Sequence[SquadArticle], tokenizer: PreTrainedTokenizerBase, settings: BuildSettings
+    articles: Sequence[SquadArticle], tokenizer: PreTrainedTokenizerBase, settings: PairBuildConfig
 ) -> list[TrainingExample]:
     """Pick pairs from ``articles`` in a seeded order, keep those whose document has enough paragraphs, place them."""
     counter = _TokenCounter(tokenizer)
@@ -253,7 +253,7 @@ def build_squad_examples(
 
 
 def _squad_candidate(
-    article: SquadArticle, question: SquadQuestion, counter: _TokenCounter, settings: BuildSettings
+    article: SquadArticle, question: SquadQuestion, counter: _TokenCounter, settings: PairBuildConfig
 ) -> Optional[_Candidate]:
     """The run of consecutive answer-free paragraphs around the gold one, or None when the pair is unusable."""
     gold = article.paragraphs[question.paragraph]
@@ -283,7 +283,7 @@ def _squad_candidate(
 
 
 def _run_holding(
-    indices: list[int], gold: int, texts: list[str], counter: _TokenCounter, settings: BuildSettings
+    indices: list[int], gold: int, texts: list[str], counter: _TokenCounter, settings: PairBuildConfig
 ) -> Optional[list[int]]:
     """Greedy consecutive packing from the first paragraph (as SQuAD-LongPosQ does); the run holding ``gold``."""
     runs: list[list[int]] = []
@@ -305,7 +305,7 @@ def _run_holding(
 
 # ----------------------------------------------------------------------------- user data
 def user_training_data(
-    pairs_file: Path, filler_dir: Path, tokenizer: PreTrainedTokenizerBase, settings: BuildSettings
+    pairs_file: Path, filler_dir: Path, tokenizer: PreTrainedTokenizerBase, settings: PairBuildConfig
 ) -> TrainingData:
     """Examples from a JSONL of ``{"query", "evidence"}`` lines and a folder of ``.txt`` filler files.
 
@@ -389,7 +389,7 @@ def _user_candidate(
     evidence: str,
     fillers: list[str],
     counter: _TokenCounter,
-    settings: BuildSettings,
+    settings: PairBuildConfig,
     rng: random.Random,
 ) -> Optional[_Candidate]:
     """Evidence plus seeded fillers added first-fit while the document stays within the budget."""
@@ -421,7 +421,7 @@ class _Layout:
 
 
 def _fit(
-    candidate: _Candidate, counter: _TokenCounter, settings: BuildSettings
+    candidate: _Candidate, counter: _TokenCounter, settings: PairBuildConfig
 ) -> Optional[tuple[_Candidate, dict[int, _Layout]]]:
     """Trim the paragraph farthest from the gold one until every placement fits; None below ``min_paragraphs``.
 
@@ -471,7 +471,7 @@ def _layout(candidate: _Candidate, gold_index: int, counter: _TokenCounter) -> _
 
 
 def _place(
-    candidates: list[_Candidate], layouts: list[dict[int, _Layout]], counter: _TokenCounter, settings: BuildSettings
+    candidates: list[_Candidate], layouts: list[dict[int, _Layout]], counter: _TokenCounter, settings: PairBuildConfig
 ) -> list[TrainingExample]:
     slots = _assign_slots(len(candidates), settings)
     examples = []
@@ -503,7 +503,7 @@ def _place(
     return examples
 
 
-def _assign_slots(count: int, settings: BuildSettings) -> list[Optional[str]]:
+def _assign_slots(count: int, settings: PairBuildConfig) -> list[Optional[str]]:
     """One slot per example; ``uniform`` is exact thirds shuffled with the seed; None means natural."""
     if settings.setup == "natural":
         return [None] * count
@@ -518,7 +518,7 @@ def _third(fraction: float) -> str:
     return SLOTS[min(2, int(fraction * 3))]
 
 
-def _negative(candidate: _Candidate, counter: _TokenCounter, settings: BuildSettings) -> str:
+def _negative(candidate: _Candidate, counter: _TokenCounter, settings: PairBuildConfig) -> str:
     """Answer-free paragraphs of the same source, seeded and first-fit under the budget, in their natural order."""
     rng = random.Random(f"{settings.seed}:negative:{candidate.pair_id}")
     pool = list(candidate.negative_pool)
@@ -533,7 +533,7 @@ def _negative(candidate: _Candidate, counter: _TokenCounter, settings: BuildSett
     return SEPARATOR.join(pool[i] for i in sorted(chosen))
 
 
-def _check_enough(found: int, settings: BuildSettings, where: str) -> None:
+def _check_enough(found: int, settings: PairBuildConfig, where: str) -> None:
     if found == 0 or (settings.examples is not None and found < settings.examples):
         raise ValueError(
             f"only {found} usable pairs in {where} (asked for {settings.examples}); each needs at least "

@@ -107,7 +107,7 @@ def test_a_build_that_outlasts_the_wait_falls_back_with_a_warning_that_says_so(f
     """Another process holds the build lock (alive, so the OS keeps it held): after the timeout this process runs
     the PyTorch path and says why, instead of waiting forever."""
     monkeypatch.setenv(kernel_cache.LOCK_TIMEOUT_ENV, "0.5")
-    lock = kernel_cache.lock_path(fused_kernel.spec(), fresh_cache)
+    lock = kernel_cache.lock_path(fused_kernel.build_config(), fresh_cache)
     fresh_cache.mkdir()
     holder = kernel_builds.hold_lock(lock)
     try:

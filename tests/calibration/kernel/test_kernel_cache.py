@@ -58,8 +58,8 @@ def _compiler(tmp_path, version: str):
 @pytest.mark.skipif(os.name == "nt", reason="a POSIX shell script stands in for a compiler")
 def test_the_folder_name_changes_with_everything_the_binary_depends_on(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", _compiler(tmp_path, "g++ (GCC) 12.2.0"))
-    base = fused_kernel.spec()
-    same = fused_kernel.spec()
+    base = fused_kernel.build_config()
+    same = fused_kernel.build_config()
     assert same.name == base.name and base.name.startswith(f"posfair_basket_pieces_{base.capability.lower()}_")
     names = {}
     names["capability"] = kernel_cache.spec_for(
@@ -70,16 +70,16 @@ def test_the_folder_name_changes_with_everything_the_binary_depends_on(monkeypat
     names["source"] = kernel_cache.spec_for(fused_kernel.BASE_NAME, edited).name
     with monkeypatch.context() as patch:
         patch.setenv("CXX", _compiler(tmp_path, "g++ (GCC) 13.1.0"))
-        names["compiler"] = fused_kernel.spec().name
+        names["compiler"] = fused_kernel.build_config().name
     with monkeypatch.context() as patch:
         patch.setattr(torch, "__version__", "9.9.9")
-        names["torch"] = fused_kernel.spec().name
+        names["torch"] = fused_kernel.build_config().name
     with monkeypatch.context() as patch:
         patch.setattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", not torch._C._GLIBCXX_USE_CXX11_ABI)
-        names["c++ abi"] = fused_kernel.spec().name
+        names["c++ abi"] = fused_kernel.build_config().name
     with monkeypatch.context() as patch:
         patch.setattr(kernel_cache.sysconfig, "get_platform", lambda: "another-platform")
-        names["python platform"] = fused_kernel.spec().name
+        names["python platform"] = fused_kernel.build_config().name
     assert len(set(names.values()) | {base.name}) == len(names) + 1, names
 
 
@@ -168,7 +168,7 @@ def _finished(root, spec) -> None:
 
 def test_a_runtime_without_a_compiler_uses_a_kernel_another_compiler_built(monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", str(tmp_path / "no-compiler"))
-    runtime = fused_kernel.spec()
+    runtime = fused_kernel.build_config()
     assert runtime.compiler_version is None
     gcc_flags = [*runtime.key["cflags"], *kernel_cache.GCC_AVX2_FLAGS]  # the compiler's spelling may differ
     image_key = {**runtime.key, "compiler": "g++ 12", "cflags": gcc_flags}
@@ -183,7 +183,7 @@ def test_a_runtime_without_a_compiler_uses_a_kernel_another_compiler_built(monke
 
 
 def test_a_folder_without_its_manifest_is_not_a_kernel(tmp_path):
-    spec = fused_kernel.spec()
+    spec = fused_kernel.build_config()
     (tmp_path / spec.name).mkdir()
     (tmp_path / spec.name / "lib.so").write_bytes(b"")
     assert kernel_cache.find_built(spec, tmp_path) is None
@@ -196,4 +196,4 @@ def test_a_cache_that_cannot_be_written_says_what_to_do(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     with pytest.raises(KernelBuildError, match=f"cannot be created .*{kernel_cache.CACHE_ENV}.*posfair kernel build"):
-        kernel_cache.load_or_build(fused_kernel.spec(), blocked / "cache")
+        kernel_cache.load_or_build(fused_kernel.build_config(), blocked / "cache")

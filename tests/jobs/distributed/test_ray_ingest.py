@@ -23,7 +23,7 @@ from tests.jobs.distributed.qdrant_stub import QdrantStub
 
 pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'posfair-llamaindex[ray]'")
 
-from posfair_llamaindex.jobs.distributed import EmbedDocuments, QdrantTarget, RayIngestSettings, ray_ingest  # noqa: E402
+from posfair_llamaindex.jobs.distributed import EmbedDocuments, QdrantTarget, RayIngestConfig, ray_ingest  # noqa: E402
 from posfair_llamaindex.qdrant.embedded import open_embedded
 
 
@@ -71,7 +71,7 @@ def test_ingest_into_an_embedded_folder_equals_one_process_and_survives_a_raisin
     expected = QdrantClient(":memory:")
     local = one_process_ingest([corpus], embed_model, expected, "docs")
     marker = str(tmp_path / "raised")
-    settings = RayIngestSettings(actors=2, batch_size=2, upload_points=5, show_progress=False)
+    settings = RayIngestConfig(actors=2, batch_size=2, upload_points=5, show_progress=False)
     target = QdrantTarget(collection="docs", path=str(tmp_path / "qdrant"))
     report = ray_ingest(
         [str(corpus)], embed_model, target, settings, node_tokens=NODE_TOKENS, embedder=raising_once(marker)

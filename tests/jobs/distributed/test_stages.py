@@ -10,20 +10,20 @@ from qdrant_client import QdrantClient
 
 from posfair_llamaindex import PosFairEmbedding
 from posfair_llamaindex.jobs.ingest import DEFAULT_MAX_FILE_BYTES
-from posfair_llamaindex.qdrant import QdrantUnavailableError, RetryPolicy, tagged_vector_store
+from posfair_llamaindex.qdrant import QdrantUnavailableError, RetryConfig, tagged_vector_store
 from tests.jobs.distributed.conftest import NODE_TOKENS, assert_same_collection, one_process_ingest
 from tests.jobs.distributed.qdrant_stub import QdrantStub
 
 pytest.importorskip("ray.data", reason="Ray Data is not installed: pip install 'posfair-llamaindex[ray]'")
 
-from posfair_llamaindex.jobs.distributed.actors import EmbedDocuments, ParserSpec, prepare_documents  # noqa: E402
+from posfair_llamaindex.jobs.distributed.actors import EmbedDocuments, ParserConfig, prepare_documents  # noqa: E402
 from posfair_llamaindex.jobs.distributed.lookup import snapshot  # noqa: E402
 from posfair_llamaindex.jobs.distributed.pipeline import ActorResources, actor_settings  # noqa: E402
-from posfair_llamaindex.jobs.distributed.ray_settings import QdrantTarget, RayIngestSettings  # noqa: E402
+from posfair_llamaindex.jobs.distributed.ray_config import QdrantTarget, RayIngestConfig  # noqa: E402
 from posfair_llamaindex.jobs.distributed.rows import from_table, to_table  # noqa: E402
 from posfair_llamaindex.jobs.distributed.writer import write_rows  # noqa: E402
 
-FAST_RETRY = RetryPolicy(retries=3, backoff_s=0.01)
+FAST_RETRY = RetryConfig(retries=3, backoff_s=0.01)
 
 
 @pytest.fixture
@@ -33,10 +33,10 @@ def embed_model(tiny_model_dir):
 
 def run_stages(corpus, embed_model, client, batch_files: int = 3):
     """Prepare and embed ``corpus`` as the Ray stages do, a batch of files at a time."""
-    parser = ParserSpec.of(embed_model, NODE_TOKENS, 0)
+    parser = ParserConfig.of(embed_model, NODE_TOKENS, 0)
     lookup = snapshot(client, "docs", embed_model.fingerprint(), FAST_RETRY)
     actor = ActorResources(gpus=0, cpus=1, prepare_tasks=1, writers=1)
-    embedder = EmbedDocuments(actor_settings(embed_model, RayIngestSettings(), actor), embed_model.fingerprint())
+    embedder = EmbedDocuments(actor_settings(embed_model, RayIngestConfig(), actor), embed_model.fingerprint())
     files = sorted(str(path) for path in corpus.rglob("*") if path.is_file())
     rows = []
     for start in range(0, len(files), batch_files):

@@ -16,7 +16,7 @@ NODES = 34
 
 
 def test_ray_upgrade_writes_what_one_process_upgrade_writes(ray_cluster, tiny_model_dir, tmp_path, capsys):
-    from posfair_llamaindex.qdrant.upgrade import UpgradeSettings, upgrade_collection
+    from posfair_llamaindex.qdrant.upgrade import UpgradeConfig, upgrade_collection
 
     plain = PosFairEmbedding(tiny_model_dir("bert"), mode="plain", device="cpu")
     nodes = [
@@ -38,7 +38,7 @@ def test_ray_upgrade_writes_what_one_process_upgrade_writes(ray_cluster, tiny_mo
     dual = PosFairEmbedding(
         plain.model_name, mode="dual", calibration=CalibrationConfig(basket_size=8), encoder=plain.encoder
     )
-    upgrade_collection(client, dual, UpgradeSettings(source="old", target="local"), show_progress=False)
+    upgrade_collection(client, dual, UpgradeConfig(source="old", target="local"), show_progress=False)
     by_ray = {str(p.id): p.vector for p in client.scroll("ray", limit=100, with_vectors=True)[0]}
     local = {str(p.id): p.vector for p in client.scroll("local", limit=100, with_vectors=True)[0]}
     assert set(by_ray) == set(local) and len(local) == NODES

@@ -33,7 +33,7 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def spec() -> kernel_cache.KernelSpec:
+def build_config() -> kernel_cache.KernelBuildConfig:
     """How the kernel is compiled here: for the CPU capability torch dispatches to (``ATEN_CPU_CAPABILITY``
     lowers it), with this compiler, torch and Python."""
     return kernel_cache.spec_for(BASE_NAME, SOURCE)
@@ -42,7 +42,7 @@ def spec() -> kernel_cache.KernelSpec:
 def build(root: Optional[Path] = None) -> kernel_cache.Built:
     """Load the kernel, building it first where it is not built yet; raises :class:`kernel_cache.KernelBuildError`
     with the cause. ``posfair kernel build`` calls this ahead of time; the switch does not apply."""
-    return kernel_cache.load_or_build(spec(), root)
+    return kernel_cache.load_or_build(build_config(), root)
 
 
 def module():

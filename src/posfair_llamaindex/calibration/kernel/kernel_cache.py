@@ -42,7 +42,6 @@ from posfair_llamaindex.tag import fingerprint_of
 
 logger = logging.getLogger(__name__)
 
-KernelLockTimeout = KernelLockTimeoutError  # its name before errors.py, kept for one release
 
 CACHE_ENV = "POSFAIR_KERNEL_DIR"  # wins over torch's TORCH_EXTENSIONS_DIR
 TORCH_CACHE_ENV = "TORCH_EXTENSIONS_DIR"
@@ -68,7 +67,7 @@ _CAUSE = re.compile(
 
 
 @dataclass(frozen=True)
-class KernelSpec:
+class KernelBuildConfig:
     """What is compiled and how: the inputs of the cache key, and the folder (and module) name it gives."""
 
     base: str
@@ -151,7 +150,7 @@ def compile_flags(capability: str, kind: str) -> tuple:
     return ("-O3", "-fopenmp", *isa, *defines), ("-fopenmp",)
 
 
-def spec_for(base: str, source: Path, capability: Optional[str] = None) -> KernelSpec:
+def spec_for(base: str, source: Path, capability: Optional[str] = None) -> KernelBuildConfig:
     """The spec of ``source`` for ``capability`` (default: the one torch dispatches to in this process)."""
     dispatched = torch.backends.cpu.get_cpu_capability()
     target = build_target(capability or dispatched)
@@ -173,7 +172,7 @@ def spec_for(base: str, source: Path, capability: Optional[str] = None) -> Kerne
             platform.machine(),
         ],
     }
-    return KernelSpec(base, Path(source), target, dispatched, command, version, cflags, ldflags, key)
+    return KernelBuildConfig(base, Path(source), target, dispatched, command, version, cflags, ldflags, key)
 
 
 def cache_root() -> Path:
@@ -212,7 +211,7 @@ def _manifest(folder: Path) -> Optional[dict]:
     return manifest
 
 
-def find_built(spec: KernelSpec, root: Path) -> Optional[Path]:
+def find_built(spec: KernelBuildConfig, root: Path) -> Optional[Path]:
     """The finished folder for ``spec`` under ``root``, or None. Reads only. Where the compiler cannot be run (a
     runtime image without one), a finished folder whose key differs only in the compiler is as good."""
     exact = root / spec.name
@@ -246,7 +245,7 @@ def load_built(folder: Path):
     return module
 
 
-def load_or_build(spec: KernelSpec, root: Optional[Path] = None, timeout: Optional[float] = None) -> Built:
+def load_or_build(spec: KernelBuildConfig, root: Optional[Path] = None, timeout: Optional[float] = None) -> Built:
     """Load the finished kernel for ``spec``, or build it once under the cache's lock and load it."""
     root = cache_root() if root is None else Path(root)
     found = find_built(spec, root)
@@ -289,7 +288,7 @@ def _waiting(path: Path) -> None:
     announce(f"another process is building the posfair compiled attention kernel (lock {path}); waiting for it")
 
 
-def lock_path(spec: KernelSpec, root: Path) -> Path:
+def lock_path(spec: KernelBuildConfig, root: Path) -> Path:
     """The lock builders of ``spec`` take, beside its folder (the folder does not exist before the build)."""
     return root / f"{spec.name}.lock"
 
@@ -380,7 +379,7 @@ else:
             return "unknown"
 
 
-def _build_locked(spec: KernelSpec, root: Path) -> Built:
+def _build_locked(spec: KernelBuildConfig, root: Path) -> Built:
     """Build into a private folder beside the final one, then rename it into place. Called under the lock."""
     for stale in root.glob(f"{spec.name}{TEMP_MARK}*"):  # left by a builder that died; none is alive now
         shutil.rmtree(stale, ignore_errors=True)
@@ -435,7 +434,7 @@ def _place(private: Path, final: Path) -> None:
         os.rename(copy, final)
 
 
-def _check_tools(spec: KernelSpec) -> None:
+def _check_tools(spec: KernelBuildConfig) -> None:
     """Fail with the real cause before ninja would bury it under 'build stopped: subcommand failed'."""
     argv = shlex.split(spec.compiler, posix=os.name != "nt")
     if not argv or shutil.which(argv[0]) is None:
@@ -444,7 +443,7 @@ def _check_tools(spec: KernelSpec) -> None:
         raise KernelBuildError("ninja: not found on PATH (pip install ninja, or activate the environment it is in)")
 
 
-def _compile(spec: KernelSpec, folder: Path):
+def _compile(spec: KernelBuildConfig, folder: Path):
     """torch's own build (its ninja file, include paths and ABI flags) into ``folder``, which only this process
     uses, so torch's lock there can never be contended or left behind where anyone looks."""
     from torch.utils import cpp_extension

@@ -16,8 +16,8 @@ _WHERE = {
     "RAY_INSTALL_HINT": "posfair_llamaindex.jobs.distributed.requirements",
     "ray_available": "posfair_llamaindex.jobs.distributed.requirements",
     "require_ray": "posfair_llamaindex.jobs.distributed.requirements",
-    "QdrantTarget": "posfair_llamaindex.jobs.distributed.ray_settings",
-    "RayIngestSettings": "posfair_llamaindex.jobs.distributed.ray_settings",
+    "QdrantTarget": "posfair_llamaindex.jobs.distributed.ray_config",
+    "RayIngestConfig": "posfair_llamaindex.jobs.distributed.ray_config",
     "EmbedDocuments": "posfair_llamaindex.jobs.distributed.actors",
     "prepare_documents": "posfair_llamaindex.jobs.distributed.actors",
     "PosFairQdrantDatasink": "posfair_llamaindex.jobs.distributed.sink",
@@ -29,7 +29,7 @@ __all__ = sorted(_WHERE)
 if TYPE_CHECKING:
     from posfair_llamaindex.jobs.distributed.actors import EmbedDocuments, prepare_documents
     from posfair_llamaindex.jobs.distributed.pipeline import ray_ingest
-    from posfair_llamaindex.jobs.distributed.ray_settings import QdrantTarget, RayIngestSettings
+    from posfair_llamaindex.jobs.distributed.ray_config import QdrantTarget, RayIngestConfig
     from posfair_llamaindex.jobs.distributed.requirements import RAY_INSTALL_HINT, ray_available, require_ray
     from posfair_llamaindex.jobs.distributed.sink import PosFairQdrantDatasink
 

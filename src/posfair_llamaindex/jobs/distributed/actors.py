@@ -34,7 +34,7 @@ from posfair_llamaindex.qdrant.store import embedded_text_hash
 
 
 @dataclass(frozen=True)
-class ParserSpec:
+class ParserConfig:
     """What ``node_parser_for`` needs from an embedding, without its weights: tokenizer, window, prompt."""
 
     model_name: str
@@ -45,7 +45,7 @@ class ParserSpec:
     chunk_overlap: int
 
     @classmethod
-    def of(cls, embed_model: PosFairEmbedding, chunk_size: Optional[int], chunk_overlap: int) -> ParserSpec:
+    def of(cls, embed_model: PosFairEmbedding, chunk_size: Optional[int], chunk_overlap: int) -> ParserConfig:
         node_parser_for(embed_model, chunk_size, chunk_overlap)  # refuses a chunk size that does not fit, here
         return cls(
             model_name=embed_model.model_name,
@@ -69,7 +69,7 @@ class ParserSpec:
 
 
 def prepare_documents(
-    batch: pa.Table, *, parser: ParserSpec, lookup: ServerLookup | SnapshotLookup, max_file_bytes: int
+    batch: pa.Table, *, parser: ParserConfig, lookup: ServerLookup | SnapshotLookup, max_file_bytes: int
 ) -> pa.Table:
     """Files -> one row per document with all its nodes, and which of them must be embedded.
 

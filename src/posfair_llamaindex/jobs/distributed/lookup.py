@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from posfair_llamaindex.jobs.distributed.ray_settings import QdrantTarget
+from posfair_llamaindex.jobs.distributed.ray_config import QdrantTarget
 from posfair_llamaindex.jobs.distributed.store_layout import StoreLayout
-from posfair_llamaindex.qdrant.retry import RetryPolicy, describe_client, with_retries
+from posfair_llamaindex.qdrant.retry import RetryConfig, describe_client, with_retries
 from posfair_llamaindex.qdrant.store import POINT_FINGERPRINT_KEY, TEXT_HASH_KEY, point_id
 
 
@@ -44,13 +44,13 @@ class SnapshotLookup:
 class ServerLookup:
     target: QdrantTarget
     layout: StoreLayout
-    retry: RetryPolicy
+    retry: RetryConfig
 
     def open(self) -> StoredHashes:
         return self.layout.open_store(self.target.connect(check_compatibility=False), self.retry)
 
 
-def snapshot(client, collection: str, fingerprint: str, retry: RetryPolicy, page: int = 1024) -> SnapshotLookup:
+def snapshot(client, collection: str, fingerprint: str, retry: RetryConfig, page: int = 1024) -> SnapshotLookup:
     """Every point's text hash under ``fingerprint`` (points of another fingerprint must be embedded again)."""
     hashes: dict[str, str] = {}
     offset: Optional[object] = None

@@ -32,9 +32,9 @@ except ImportError as error:
     raise ImportError(RAY_MISSING) from error
 
 from posfair_llamaindex.embedding import PosFairEmbedding
-from posfair_llamaindex.jobs.distributed.actors import EmbedDocuments, ParserSpec, prepare_documents
+from posfair_llamaindex.jobs.distributed.actors import EmbedDocuments, ParserConfig, prepare_documents
 from posfair_llamaindex.jobs.distributed.lookup import ServerLookup, snapshot
-from posfair_llamaindex.jobs.distributed.ray_settings import QdrantTarget, RayIngestSettings
+from posfair_llamaindex.jobs.distributed.ray_config import QdrantTarget, RayIngestConfig
 from posfair_llamaindex.jobs.distributed.rows import from_table
 from posfair_llamaindex.jobs.distributed.sink import PosFairQdrantDatasink
 from posfair_llamaindex.jobs.distributed.store_layout import StoreLayout
@@ -54,7 +54,7 @@ def ray_ingest(
     paths: Sequence[str],
     embed_model: PosFairEmbedding,
     target: QdrantTarget,
-    settings: Optional[RayIngestSettings] = None,
+    settings: Optional[RayIngestConfig] = None,
     *,
     client: Any = None,
     recreate: bool = False,
@@ -71,13 +71,13 @@ def ray_ingest(
     ``node_tokens``/``node_overlap`` are ``posfair ingest``'s ``--node-tokens``/``--node-overlap``.
     ``embedder`` may be a subclass of :class:`EmbedDocuments` (to instrument it, say).
     """
-    settings = settings or RayIngestSettings()
+    settings = settings or RayIngestConfig()
     if not isinstance(embed_model, PosFairEmbedding):
         raise TypeError(f"embed_model must be a PosFairEmbedding, got {type(embed_model).__name__}")
     if not (isinstance(embedder, type) and issubclass(embedder, EmbedDocuments)):
         raise TypeError(f"embedder must be EmbedDocuments or a subclass, got {embedder!r}")
     files = list_files(paths)
-    parser = ParserSpec.of(embed_model, node_tokens, node_overlap)
+    parser = ParserConfig.of(embed_model, node_tokens, node_overlap)
     own_client = client is None
     client = target.connect() if own_client else client
     try:
@@ -145,7 +145,7 @@ def list_files(paths: Sequence[str]) -> list[str]:
     return [str(path) for path in candidate_files(paths, READABLE_SUFFIXES)]
 
 
-def actor_settings(embed_model: PosFairEmbedding, settings: RayIngestSettings, actor: ActorResources) -> dict:
+def actor_settings(embed_model: PosFairEmbedding, settings: RayIngestConfig, actor: ActorResources) -> dict:
     """What each embedding actor loads: the driver's embedding on the actor's device and precision."""
     return {**embed_model.constructor_settings(), "device": actor.device, "dtype": settings.dtype or embed_model.dtype}
 
@@ -175,7 +175,7 @@ def _dataset(files, parser, lookup, max_file_bytes, embed_model, settings, actor
     )
 
 
-def start_ray(settings: RayIngestSettings) -> None:
+def start_ray(settings: RayIngestConfig) -> None:
     if ray.is_initialized():
         if settings.address is not None:
             logger.warning("Ray is already initialised in this process; address %r is not used", settings.address)
@@ -183,7 +183,7 @@ def start_ray(settings: RayIngestSettings) -> None:
     ray.init(address=settings.address, runtime_env=settings.runtime_env)
 
 
-def actor_resources(settings: RayIngestSettings, *, server: bool) -> ActorResources:
+def actor_resources(settings: RayIngestConfig, *, server: bool) -> ActorResources:
     """Resolve GPUs and CPUs per actor, and refuse at once a pool that can never start (not wait forever)."""
     resources = ray.cluster_resources()
     gpus = settings.gpus_per_actor
@@ -215,7 +215,7 @@ def actor_resources(settings: RayIngestSettings, *, server: bool) -> ActorResour
 
 
 @contextmanager
-def _job_context(settings: RayIngestSettings) -> Iterator[None]:
+def _job_context(settings: RayIngestConfig) -> Iterator[None]:
     """Run a batch that raised again, at most ``max_batch_retries`` times; show or hide the progress bars.
 
     A batch whose worker process dies is run again by Ray Data itself, on a restarted actor; an actor

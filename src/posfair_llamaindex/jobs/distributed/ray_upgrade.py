@@ -21,8 +21,8 @@ except ImportError as error:
 
 from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.jobs.distributed.pipeline import actor_resources, actor_settings, start_ray
-from posfair_llamaindex.jobs.distributed.ray_settings import RayIngestSettings
-from posfair_llamaindex.qdrant.upgrade import UpgradeReport, UpgradeSettings, computed_part, upgrade_collection
+from posfair_llamaindex.jobs.distributed.ray_config import RayIngestConfig
+from posfair_llamaindex.qdrant.upgrade import UpgradeConfig, UpgradeReport, computed_part, upgrade_collection
 
 
 @ray.remote
@@ -48,26 +48,26 @@ class CalibratedEncoder:
 def ray_upgrade(
     client: Any,
     embed_model: PosFairEmbedding,
-    settings: UpgradeSettings,
-    ray_settings: Optional[RayIngestSettings] = None,
+    settings: UpgradeConfig,
+    ray_config: Optional[RayIngestConfig] = None,
     *,
     show_progress: bool = True,
 ) -> UpgradeReport:
-    """:func:`~posfair_llamaindex.qdrant.upgrade.upgrade_collection` with ``ray_settings.actors`` actors computing the
-    calibrated vectors, ``ray_settings.batch_size`` texts per actor call."""
-    ray_settings = ray_settings or RayIngestSettings()
-    start_ray(ray_settings)
-    resources = actor_resources(ray_settings, server=False)  # refuses a pool that cannot fit
+    """:func:`~posfair_llamaindex.qdrant.upgrade.upgrade_collection` with ``ray_config.actors`` actors computing the
+    calibrated vectors, ``ray_config.batch_size`` texts per actor call."""
+    ray_config = ray_config or RayIngestConfig()
+    start_ray(ray_config)
+    resources = actor_resources(ray_config, server=False)  # refuses a pool that cannot fit
     twin = computed_part(embed_model)
-    kwargs = actor_settings(twin, ray_settings, resources)
+    kwargs = actor_settings(twin, ray_config, resources)
     actors = [
         CalibratedEncoder.options(num_cpus=resources.cpus, num_gpus=resources.gpus).remote(
             kwargs, twin.fingerprint(), resources.threads
         )
-        for _ in range(ray_settings.actors)
+        for _ in range(ray_config.actors)
     ]
     pool = ActorPool(actors)
-    size = ray_settings.batch_size
+    size = ray_config.batch_size
 
     def encode(texts: list[str]) -> list[list[float]]:
         chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
@@ -75,7 +75,7 @@ def ray_upgrade(
 
     try:
         # a page feeds every actor once
-        page = settings.model_copy(update={"batch_size": max(settings.batch_size, size * ray_settings.actors)})
+        page = settings.model_copy(update={"batch_size": max(settings.batch_size, size * ray_config.actors)})
         return upgrade_collection(client, embed_model, page, show_progress=show_progress, encode=encode)
     finally:
         for actor in actors:

@@ -23,15 +23,15 @@ try:
 except ImportError as error:
     raise ImportError(RAY_MISSING) from error
 
-from posfair_llamaindex.jobs.distributed.ray_settings import QdrantTarget
+from posfair_llamaindex.jobs.distributed.ray_config import QdrantTarget
 from posfair_llamaindex.jobs.distributed.rows import from_table
 from posfair_llamaindex.jobs.distributed.store_layout import StoreLayout
 from posfair_llamaindex.jobs.distributed.writer import WriteCounts, write_rows
-from posfair_llamaindex.qdrant.retry import RetryPolicy
+from posfair_llamaindex.qdrant.retry import RetryConfig
 
 
 class PosFairQdrantDatasink(Datasink[WriteCounts]):
-    def __init__(self, target: QdrantTarget, layout: StoreLayout, *, retry: RetryPolicy, upload_points: int) -> None:
+    def __init__(self, target: QdrantTarget, layout: StoreLayout, *, retry: RetryConfig, upload_points: int) -> None:
         if not target.is_server:
             raise ValueError(
                 f"PosFairQdrantDatasink writes to a Qdrant server from many tasks; {target.where} is an embedded "

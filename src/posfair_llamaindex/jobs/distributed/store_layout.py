@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from posfair_llamaindex.qdrant.retry import RetryPolicy, describe_client, with_retries
+from posfair_llamaindex.qdrant.retry import RetryConfig, describe_client, with_retries
 from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore
 from posfair_llamaindex.qdrant.vector_layout import VectorLayout
 
@@ -37,7 +37,7 @@ class StoreLayout:
     def vectors(self) -> VectorLayout:
         return VectorLayout.model_validate_json(self.vectors_json)
 
-    def open_store(self, client, retry: RetryPolicy) -> PosFairQdrantVectorStore:
+    def open_store(self, client, retry: RetryConfig) -> PosFairQdrantVectorStore:
         """The driver's store, on ``client`` (its construction asks the server about the collection, retried)."""
         store = with_retries(
             lambda: PosFairQdrantVectorStore(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from posfair_llamaindex.jobs.distributed.rows import DocumentRow
 from posfair_llamaindex.jobs.ingest import SkippedFile
-from posfair_llamaindex.qdrant.retry import RetryPolicy, describe_client, with_retries
+from posfair_llamaindex.qdrant.retry import RetryConfig, describe_client, with_retries
 from posfair_llamaindex.qdrant.store import PosFairQdrantVectorStore, point_id
 
 
@@ -36,7 +36,7 @@ class WriteCounts:
 
 
 def write_rows(
-    store: PosFairQdrantVectorStore, rows: Sequence[DocumentRow], *, retry: RetryPolicy, upload_points: int
+    store: PosFairQdrantVectorStore, rows: Sequence[DocumentRow], *, retry: RetryConfig, upload_points: int
 ) -> WriteCounts:
     """Upsert the embedded nodes of ``rows`` in requests of ``upload_points`` points, then remove stale points."""
     client = store.client

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from posfair_llamaindex.jobs.distributed import defaults
 from posfair_llamaindex.options import DType
-from posfair_llamaindex.qdrant.retry import DEFAULT_RETRY, RetryPolicy
+from posfair_llamaindex.qdrant.retry import DEFAULT_RETRY, RetryConfig
 
 
 class QdrantTarget(BaseModel):
@@ -76,7 +76,7 @@ class QdrantTarget(BaseModel):
         return open_embedded(self.path)  # the engine that wrote the folder; a new one is a Qdrant Edge store
 
 
-class RayIngestSettings(BaseModel):
+class RayIngestConfig(BaseModel):
     """The Ray side of an ingestion job: the cluster, the actor pools, batching and retries.
 
     Files are read and split by Ray tasks (``prepare_cpus`` each; a worker process loads the model's
@@ -121,7 +121,7 @@ class RayIngestSettings(BaseModel):
     max_batch_retries: int = Field(
         default=3, ge=0, description="Runs of a batch that raised, after the first (Ray Data's max_map_retries)."
     )
-    retry: RetryPolicy = Field(default=DEFAULT_RETRY, description="Retries of Qdrant requests.")
+    retry: RetryConfig = Field(default=DEFAULT_RETRY, description="Retries of Qdrant requests.")
     runtime_env: Optional[dict[str, Any]] = Field(
         default=None, description="Ray runtime_env for ray.init (e.g. pip packages for the workers)."
     )

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # building the value must not load torch
 DEFAULT_BATCH_SIZE = 16
 
 
-class LoadSettings(BaseModel):
+class LoadConfig(BaseModel):
     """``pooling``: detected from the model's sentence-transformers files when None. ``max_length``: tokens per
     text, ``"model_card"`` or ``"positions"`` (None: ``options.DEFAULT_LENGTH_LIMIT``). ``device``: CUDA when
     available if None. ``dtype``: the model's precision. ``trust_remote_code``: run the model folder's own code.
@@ -65,9 +65,9 @@ class LoadSettings(BaseModel):
             "max_batch_tokens": self.max_batch_tokens,
         }
 
-    def with_pooling(self, pooling: Optional[str]) -> LoadSettings:
+    def with_pooling(self, pooling: Optional[str]) -> LoadConfig:
         return self if pooling == self.pooling else self.model_copy(update={"pooling": pooling})
 
 
 # the settings a caller gets when it names none (frozen, so one value serves every default)
-DEFAULT_LOAD = LoadSettings()
+DEFAULT_LOAD = LoadConfig()
