@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from posfair_llamaindex.cli import main
-from posfair_llamaindex.embedding import DUAL_DEFAULTS
+from posfair_llamaindex.modes import DUAL_DEFAULTS
 
 FILES = {
     "danube.txt": "The Danube flows through Vienna, Budapest and Belgrade before it reaches the Black Sea.",

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from integration_tests.window_vectors import assert_same_windows, windows_of
 from posfair_llamaindex import CollectionTagMismatchError, EdgeQdrantClient, PosFairEmbedding, tagged_vector_store
 from posfair_llamaindex.encoding.token_offsets import HuggingFaceTokenOffsets
 from posfair_llamaindex.encoding.windows import WindowConfig
@@ -92,16 +93,6 @@ def child(texts, tmp_path_factory):
     answer = json.loads((folder / "answer.json").read_text())
     print(f"fastembed child: {answer['versions']}, seconds {answer['timings']}", file=sys.stderr)
     return answer, str(folder / "q")
-
-
-def windows_of(vectors, dimension=384):
-    return [np.asarray(vector, dtype=np.float32).reshape(-1, dimension) for vector in vectors]
-
-
-def assert_same_windows(ours, theirs):
-    for a, b in zip(windows_of(ours), windows_of(theirs), strict=True):
-        assert a.shape == b.shape
-        assert np.min(np.sum(a * b, axis=1)) >= 0.9999
 
 
 def test_windows_over_fastembed_equal_native_windows(child, native):

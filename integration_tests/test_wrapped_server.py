@@ -14,6 +14,7 @@ import pytest
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 
 from integration_tests import embedding_server
+from integration_tests.window_vectors import assert_same_windows, windows_of
 from posfair_llamaindex import CollectionTagMismatchError, EdgeQdrantClient, PosFairEmbedding, tagged_vector_store
 from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.errors import WrappedRequestError
@@ -48,16 +49,6 @@ def served(base, **kwargs):
     return OpenAILikeEmbedding(
         model_name=embedding_server.SERVED_NAME, api_base=base, api_key="test-key-not-stored", **kwargs
     )
-
-
-def windows_of(vectors, dimension=384):
-    return [np.asarray(vector, dtype=np.float32).reshape(-1, dimension) for vector in vectors]
-
-
-def assert_same_windows(ours, theirs):
-    for a, b in zip(windows_of(ours), windows_of(theirs), strict=True):
-        assert a.shape == b.shape
-        assert np.min(np.sum(a * b, axis=1)) >= 0.9999
 
 
 def test_windows_over_huggingface_embedding_equal_native_windows(native, texts):

@@ -14,37 +14,25 @@
 # all-MiniLM-L6-v2 to ONNX in it, into a cache beside it; nothing is downloaded from a model hub).
 #
 # It lives outside the clone, in ${POSFAIR_FASTEMBED_VENV:-$HOME/.cache/posfair-fastembed/venv}, so that a fresh
-# clone (CI) finds it installed. torch 2.13.0 goes in first, from the local CPU wheel: left to resolve plain `torch`,
-# pip would pull a CUDA build of several GB. A finished install leaves the file .posfair-installed in the folder,
-# holding a hash of the dependencies and constraints it was made from (when they change, the next run installs anew);
-# the tests use the environment only where that file is, and skip with the reason otherwise. When the install fails
-# (no network, a version gone) this script says so and exits 0: the rest of CI runs, and the FastEmbed tests skip.
+# clone (CI) finds it installed (scripts/side_venv.sh: the marker with a hash of the dependencies and constraints it
+# was made from, torch first, a failed install skipped). The tests use the environment only where the marker is, and
+# skip with the reason otherwise; a failed install exits 0, so the rest of CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/side_venv.sh
 VENV="${POSFAIR_FASTEMBED_VENV:-$HOME/.cache/posfair-fastembed/venv}"
-MARKER="$VENV/.posfair-installed"
 if [ "${1:-}" = "--path" ]; then
     echo "$VENV"
     exit 0
 fi
-PYTHON="${PYTHON:-python3}"
 # what the install was made from: a change to the package's dependencies or to either constraints file installs anew
-stamp="$("$PYTHON" -c 'import hashlib, sys, tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-parts = ["\n".join(deps), *(open(name).read() for name in sys.argv[1:])]
-print(hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16])' constraints.txt scripts/fastembed_constraints.txt)" || stamp="unknown"
-if [ -f "$MARKER" ] && [ -x "$VENV/bin/python" ] && [ "$(cat "$MARKER")" = "$stamp" ]; then
+stamp="$(side_venv_stamp constraints.txt scripts/fastembed_constraints.txt)"
+if side_venv_current "$VENV" "$stamp"; then
     echo "fastembed: found in $VENV"
     exit 0
 fi
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
 install() {
-    rm -rf "$VENV"
-    mkdir -p "$(dirname "$VENV")"
-    "$PYTHON" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet torch==2.13.0
+    side_venv_base "$VENV"
     # the runtime dependencies of pyproject.toml, one per line (tomllib: Python 3.11 and later)
     mapfile -t dependencies < <("$VENV/bin/python" -c \
         'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
@@ -54,16 +42,4 @@ install() {
 assert torch.__version__.startswith('2.13.0'), torch.__version__"
 }
 echo "fastembed: installing fastembed 0.9.1 into $VENV (once; a few minutes)"
-# a subshell of its own with set -e in force (in an `if` condition bash would run on past a failed step)
-set +e
-(set -e; install) > "$log" 2>&1
-status=$?
-set -e
-if [ "$status" -eq 0 ]; then
-    echo "$stamp" > "$MARKER"
-    echo "fastembed: installed"
-else
-    grep -v "is ignored" "$log" | tail -5 >&2 || true
-    rm -rf "$VENV"
-    echo "fastembed SKIPPED: fastembed could not be installed (above); its tests will skip"
-fi
+side_venv_install fastembed "$VENV" "$stamp" install

@@ -184,6 +184,7 @@ def test_low_level_modules_do_not_reach_up():
 
 # the Edge engine's modules, each importing only those before it: translation, then the folder, then the calls
 EDGE_MODULES = (
+    "edge_binding",  # the engine's Python binding, imported once
     "edge_errors",  # Edge's exceptions as ours
     "edge_points",  # ids, vectors, payloads
     "edge_config",  # collection settings
@@ -269,6 +270,12 @@ def test_the_tree_in_the_design_is_the_real_tree():
     assert {"calibration/", "calibration/kernel/fused_kernel.py", "qdrant/store.py"} <= real
     assert sorted(real - drawn) == [], "in the package but not drawn in docs/DESIGN.md"
     assert sorted(drawn - real) == [], "drawn in docs/DESIGN.md but not in the package"
+
+
+def test_the_package_root_holds_at_most_eight_modules():
+    """The root is the base layer only; anything else belongs in a layer's folder."""
+    root = sorted(p.stem for p in ROOT.glob("*.py") if p.stem != "__init__")
+    assert len(root) <= 8, root
 
 
 def test_importing_the_package_does_not_touch_the_matplotlib_backend():

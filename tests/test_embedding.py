@@ -10,7 +10,7 @@ from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import TextNode
 
 from posfair_llamaindex import CalibrationConfig, PosFairEmbedding
-from posfair_llamaindex.embedding import DUAL_DEFAULTS
+from posfair_llamaindex.modes import DUAL_DEFAULTS
 from tests.utils import minilm_path, sample_texts
 
 FACTS = [

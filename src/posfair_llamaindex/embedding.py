@@ -28,14 +28,7 @@ from posfair_llamaindex.encoding.passes import LOOKAHEAD_PASSES, Lookahead
 from posfair_llamaindex.encoding.sea import ChunkerConfig, SegmentEmbedAverage
 from posfair_llamaindex.encoding.windows import WindowConfig, WindowEmbedder
 from posfair_llamaindex.encoding.wrapped import DEFAULT_CONCURRENCY, Precomputed, WrappedEncoder, check_wrapped_mode
-from posfair_llamaindex.modes import (
-    DOCUMENT_KINDS,
-    HOLDS_EVERY_MODE,
-    MODES_BY_NAME,
-    DocumentMode,
-    document_mode,
-    fused_modes,
-)
+from posfair_llamaindex.modes import DOCUMENT_KINDS, HOLDS_EVERY_MODE, DocumentMode, document_mode
 from posfair_llamaindex.options import DEFAULT_BATCH_TOKENS, DType, Fusion, LengthLimit, Mode, Pooling
 from posfair_llamaindex.tag import ENCODING_VERSION, TAG_SCHEMA, comparable_tag, fingerprint_of
 from posfair_llamaindex.version import __version__
@@ -59,16 +52,63 @@ def _share_llamaindex_tiktoken_cache() -> None:
         os.environ["TIKTOKEN_CACHE_DIR"] = cache
 
 
-# Dual mode's defaults per pooling, picked from SQuAD-LongPosQ and SciFact together (docs/RESULTS.md, dual
-# section): the strength of the calibrated vector and the rule that fuses its score with the plain one.
-# First and last: max at 1.0 (§3.1, the fairest and best HM, SciFact within noise); mean: max at 0.85 (§3.4).
-DUAL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "first": {"strength": 1.0, "fusion": "max"},
-    "last": {"strength": 1.0, "fusion": "max"},
-    "mean": {"strength": 0.85, "fusion": "max"},
-}
-# Windows mode's rule for fusing the document vector(s) with the best window (docs/RESULTS.md §4)
-WINDOWS_FUSION = "max"
+def _check_setting_types(
+    calibration: Optional[CalibrationConfig], chunker: Optional[ChunkerConfig], windows: Optional[WindowConfig]
+) -> None:
+    """Refuses a settings object of another class than its field's."""
+    if calibration is not None and not isinstance(calibration, CalibrationConfig):
+        raise TypeError(f"calibration must be a CalibrationConfig, got {type(calibration).__name__}")
+    if chunker is not None and not isinstance(chunker, ChunkerConfig):
+        raise TypeError(f"chunker must be a ChunkerConfig, got {type(chunker).__name__}")
+    if windows is not None and not isinstance(windows, WindowConfig):
+        raise TypeError(f"windows must be a WindowConfig, got {type(windows).__name__}")
+
+
+def _refuse_own_model_settings(
+    model_name: Optional[str],
+    encoder: Optional[PosFairEncoder],
+    *,
+    pooling: Optional[str],
+    dtype: Optional[str],
+    device: Optional[str],
+    trust_remote_code: bool,
+    text_instruction: Optional[str],
+    query_instruction: Optional[str],
+    max_length: Union[int, LengthLimit, None],
+) -> None:
+    """With ``embed_model``: refuses a second model, and the settings of a model loaded here (the wrapped one decides
+    them), before the wrapped model is called."""
+    if model_name is not None or encoder is not None:
+        raise ValueError("give model_name (a model this package loads) or embed_model, not both")
+    given = [name for name, value in (("pooling", pooling), ("dtype", dtype), ("device", device)) if value]
+    if trust_remote_code:
+        given.append("trust_remote_code")
+    if text_instruction is not None or query_instruction is not None or max_length is not None:
+        given.append("text_instruction, query_instruction and max_length (the wrapped model's own)")
+    if given:
+        raise ValueError(f"{', '.join(given)} are not used with embed_model: the wrapped model decides them")
+
+
+def _refuse_wrapped_settings(model_name: Optional[str], wrapped_settings: dict[str, Any]) -> None:
+    """Without ``embed_model``: asks for a model, and refuses the settings only a wrapped model takes."""
+    if model_name is None:
+        raise TypeError("give model_name (a model folder or hub id) or embed_model (a LlamaIndex embedding)")
+    given = [name for name, value in wrapped_settings.items() if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} go with embed_model (a wrapped LlamaIndex embedding)")
+
+
+def _check_shared_encoder(
+    encoder: PosFairEncoder, pooling: Optional[str], max_length: Union[int, LengthLimit, None]
+) -> None:
+    """A shared encoder is used as loaded: refused when it pools or cuts texts otherwise than was asked."""
+    if (
+        pooling is not None
+        and encoder.pooling != pooling
+        or max_length is not None
+        and encoder.max_length != encoder.resolve_max_length(max_length)
+    ):
+        raise ValueError("a shared encoder must already have the requested pooling and max_length")
 
 
 class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
@@ -77,7 +117,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
     Args:
         model_name: hub id or local folder of a transformers (optionally sentence-transformers) model.
         calibration: how document attention is calibrated; paper defaults when omitted (in dual mode the
-            defaults of :data:`DUAL_DEFAULTS` for the model's pooling).
+            defaults of :data:`~posfair_llamaindex.modes.DUAL_DEFAULTS` for the model's pooling).
         mode: ``"calibrated"`` (documents calibrated), ``"plain"`` (the unmodified model, for comparison),
             ``"sea"`` (documents chunked with chonkie, chunks embedded plain and averaged), ``"dual"``
             (a plain and a calibrated vector per document from one shared pass, fused at query time) or
@@ -179,12 +219,7 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         _share_llamaindex_tiktoken_cache()
         if isinstance(model_name, os.PathLike):
             model_name = os.fspath(model_name)
-        if calibration is not None and not isinstance(calibration, CalibrationConfig):
-            raise TypeError(f"calibration must be a CalibrationConfig, got {type(calibration).__name__}")
-        if chunker is not None and not isinstance(chunker, ChunkerConfig):
-            raise TypeError(f"chunker must be a ChunkerConfig, got {type(chunker).__name__}")
-        if windows is not None and not isinstance(windows, WindowConfig):
-            raise TypeError(f"windows must be a WindowConfig, got {type(windows).__name__}")
+        _check_setting_types(calibration, chunker, windows)
         spec = document_mode(mode)
         wrapped_settings = dict(
             tokenizer=tokenizer,
@@ -195,28 +230,21 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
         if embed_model is not None:
             # refused by name before the wrapped model is called (it may be a paid API)
             check_wrapped_mode(embed_model, mode, windows.document if windows is not None else None)
-            if model_name is not None or encoder is not None:
-                raise ValueError("give model_name (a model this package loads) or embed_model, not both")
-            given = [name for name, value in (("pooling", pooling), ("dtype", dtype), ("device", device)) if value]
-            if trust_remote_code:
-                given.append("trust_remote_code")
-            if text_instruction is not None or query_instruction is not None or max_length is not None:
-                given.append("text_instruction, query_instruction and max_length (the wrapped model's own)")
-            if given:
-                raise ValueError(f"{', '.join(given)} are not used with embed_model: the wrapped model decides them")
+            _refuse_own_model_settings(
+                model_name,
+                encoder,
+                pooling=pooling,
+                dtype=dtype,
+                device=device,
+                trust_remote_code=trust_remote_code,
+                text_instruction=text_instruction,
+                query_instruction=query_instruction,
+                max_length=max_length,
+            )
             model_name = str(getattr(embed_model, "model_name", None) or type(embed_model).__name__)
-        elif model_name is None:
-            raise TypeError("give model_name (a model folder or hub id) or embed_model (a LlamaIndex embedding)")
         else:
-            given = [name for name, value in wrapped_settings.items() if value is not None]
-            if given:
-                raise ValueError(f"{', '.join(given)} go with embed_model (a wrapped LlamaIndex embedding)")
-        for setting, value in (("chunker", chunker), ("windows", windows)):
-            if value is not None and spec.settings != setting:
-                owner = next(m.name for m in MODES_BY_NAME.values() if m.settings == setting)
-                raise ValueError(f"{setting} settings are only used by mode {owner!r}, not {mode!r}")
-        if fusion is not None and not spec.fused:
-            raise ValueError(f"fusion is only used by modes {' and '.join(map(repr, fused_modes()))}, not {mode!r}")
+            _refuse_wrapped_settings(model_name, wrapped_settings)
+        spec.check_settings(chunker=chunker, windows=windows, fusion=fusion)
         # validate the cheap settings before loading any weights
         super().__init__(
             model_name=model_name,
@@ -246,26 +274,21 @@ class PosFairEmbedding(PicklesAsSettings, BaseEmbedding):
             encoder = WrappedEncoder(embed_model, max_concurrency=max_concurrency, **wrapped_settings)
         elif encoder is None:
             encoder = self.load_config.encoder(model_name)
-        elif (
-            pooling is not None
-            and encoder.pooling != pooling
-            or max_length is not None
-            and encoder.max_length != encoder.resolve_max_length(max_length)
-        ):
-            raise ValueError("a shared encoder must already have the requested pooling and max_length")
-        if self.document_kind == "dual":
-            defaults = DUAL_DEFAULTS[encoder.pooling]
-            if calibration is None:
-                self.calibration = CalibrationConfig(strength=defaults["strength"])
-            if self.fusion is None and not spec.windows:
-                self.fusion = defaults["fusion"]
-            if self.calibration.is_plain:
-                raise ValueError(
-                    f"mode {self.mode!r} with a dual document needs a calibrated half: strength 0 would store the "
-                    "plain vector twice"
-                )
-        if spec.windows and self.fusion is None:
-            self.fusion = WINDOWS_FUSION
+        else:
+            _check_shared_encoder(encoder, pooling, max_length)
+        self._resolve_after_load(encoder, calibration_given=calibration is not None)
+
+    def _resolve_after_load(self, encoder: PosFairEncoder, calibration_given: bool) -> None:
+        """Fill in what the model decides, now that it is loaded: the mode's defaults for its pooling (strength and
+        fusion, where none were given), then pooling, max_length and the two prompts, so the tag says what ran."""
+        spec = self.document_mode
+        window_document = self.windows.document if self.windows is not None else None
+        defaults = spec.defaults(encoder.pooling, window_document)
+        if defaults.strength is not None and not calibration_given:
+            self.calibration = CalibrationConfig(strength=defaults.strength)
+        if defaults.fusion is not None and self.fusion is None:
+            self.fusion = defaults.fusion
+        spec.check_strength(self.calibration.strength, window_document)
         if self.calibrates:
             encoder.check_calibration(self.calibration)
         self._encoder = encoder

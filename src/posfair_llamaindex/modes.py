@@ -1,5 +1,6 @@
-"""The document modes as one type: what each mode stores, how its document embedding is laid out, and what its
-tag records, so that a new mode is one entry in :data:`MODES_BY_NAME` rather than a check in every module.
+"""The document modes as one type: what each mode stores, how its document embedding is laid out, what its
+tag records, which settings it takes and what it fills in once the model's pooling is known, so that a new mode
+is one entry in :data:`MODES_BY_NAME` rather than a check in every module.
 
 A *document kind* is the whole-document part of an embedding (``plain``, ``calibrated``, ``dual``, or ``none``);
 a mode fixes its kind, except windows mode, whose settings choose it (``WindowConfig.document``). Knows nothing
@@ -18,6 +19,18 @@ PLAIN_VECTOR = "plain"
 CALIBRATED_VECTOR = "calibrated"
 DUAL_VECTORS = (PLAIN_VECTOR, CALIBRATED_VECTOR)
 WINDOWS_VECTOR = "windows"
+
+
+# Dual mode's defaults per pooling, picked from SQuAD-LongPosQ and SciFact together (docs/RESULTS.md, dual
+# section): the strength of the calibrated vector and the rule that fuses its score with the plain one.
+# First and last: max at 1.0 (§3.1, the fairest and best HM, SciFact within noise); mean: max at 0.85 (§3.4).
+DUAL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "first": {"strength": 1.0, "fusion": "max"},
+    "last": {"strength": 1.0, "fusion": "max"},
+    "mean": {"strength": 0.85, "fusion": "max"},
+}
+# Windows mode's rule for fusing the document vector(s) with the best window (docs/RESULTS.md §4)
+WINDOWS_FUSION = "max"
 
 
 # a vector store class that sets this class attribute to True holds every mode's document embedding (the posfair
@@ -45,6 +58,14 @@ DOCUMENT_KINDS: dict[str, DocumentKind] = {
     "none": DocumentKind("none", (), calibrated=False),
     "sea": DocumentKind("sea", ("sea",), calibrated=False),  # the mean of plain chunk vectors, stored unnamed
 }
+
+
+@dataclass(frozen=True)
+class ModeDefaults:
+    """What a mode fills in once the model's pooling is known; None leaves the setting as it was given."""
+
+    strength: Optional[float] = None  # the calibrated vector's strength, where no calibration was given
+    fusion: Optional[str] = None  # the fusion rule, where none was given
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,36 @@ class DocumentMode:
         if self.windows:
             return f"a vector per window of the text{' beside ' + whole if kind.count else ''}"
         return whole
+
+    def check_settings(self, chunker: Any = None, windows: Any = None, fusion: Optional[str] = None) -> None:
+        """Refuses the mode-specific settings this mode does not take: the chunker and the windows belong to the
+        mode they are named for, the fusion rule to the fused modes."""
+        for setting, value in (("chunker", chunker), ("windows", windows)):
+            if value is not None and self.settings != setting:
+                owner = next(mode.name for mode in MODES_BY_NAME.values() if mode.settings == setting)
+                raise ValueError(f"{setting} settings are only used by mode {owner!r}, not {self.name!r}")
+        if fusion is not None and not self.fused:
+            raise ValueError(
+                f"fusion is only used by modes {' and '.join(map(repr, fused_modes()))}, not {self.name!r}"
+            )
+
+    def defaults(self, pooling: Optional[str], window_document: Optional[str] = None) -> ModeDefaults:
+        """The strength and fusion this mode takes, where none were given, for a model that pools by ``pooling``:
+        a dual document's from :data:`DUAL_DEFAULTS`, except that windows mode fuses by :data:`WINDOWS_FUSION`."""
+        dual = DUAL_DEFAULTS[pooling] if self.document_kind(window_document).name == "dual" else None
+        if self.windows:
+            fusion = WINDOWS_FUSION
+        else:
+            fusion = dual["fusion"] if dual is not None else None
+        return ModeDefaults(strength=dual["strength"] if dual is not None else None, fusion=fusion)
+
+    def check_strength(self, strength: float, window_document: Optional[str] = None) -> None:
+        """Refuses strength 0 for a dual document, whose calibrated half would then be the plain vector again."""
+        if self.document_kind(window_document).name == "dual" and strength == 0.0:
+            raise ValueError(
+                f"mode {self.name!r} with a dual document needs a calibrated half: strength 0 would store the "
+                "plain vector twice"
+            )
 
     def tag_keys(self) -> tuple[str, ...]:
         """The settings beyond model, pooling and length that this mode's tag records."""

@@ -20,7 +20,14 @@ from qdrant_client.http import models as rest
 from posfair_llamaindex.modes import DUAL_VECTORS
 from posfair_llamaindex.qdrant import CollectionTagMismatchError, atagged_vector_store, tagged_vector_store
 from posfair_llamaindex.qdrant.collection import METADATA_KEY
-from posfair_llamaindex.qdrant.store_options import POSFAIR_OPTIONS, UPSTREAM_OPTIONS
+from posfair_llamaindex.qdrant.store_options import (
+    COLLECTION_RULES,
+    GIVEN_RULES,
+    POSFAIR_OPTIONS,
+    STORE_RULES,
+    UPSTREAM_OPTIONS,
+    resolve_options,
+)
 from tests.qdrant.conftest import sparse_encode
 from tests.qdrant.recording import AsyncRecordingClient, RecordingClient
 
@@ -262,6 +269,82 @@ def test_a_dense_config_that_does_not_fit_the_embedding_is_refused(tiny_embed, t
             "calibrated": rest.VectorParams(size=DIM, distance="Cosine"),
         },
     )
+
+
+# (rule, store keywords, collection_options, the mode's dense vectors, a fragment of the rule's message): each
+# case breaks its rule and none of the rules checked before it
+RULE_CASES = [
+    ("_refuse_unknown_store_options", {"shard_numbr": 2}, None, (), r"unknown store option\(s\) \['shard_numbr'\]"),
+    ("_refuse_collection_options_the_store_owns", {}, {"metadata": {}}, (), r"collection_options\['metadata'\] is not"),
+    ("_refuse_unknown_collection_options", {}, {"init_from": 1}, (), r"\['init_from'\] are not create_collection"),
+    ("_hybrid_settings_need_hybrid", {"sparse_doc_fn": print}, None, (), "sparse_doc_fn configure hybrid search"),
+    (
+        "_dense_vector_name_needs_a_single_vector_hybrid_collection",
+        {"dense_vector_name": "x"},
+        None,
+        DUAL_VECTORS,
+        "dense_vector_name='x' would be ignored: this collection's mode names",
+    ),
+    (
+        "_hybrid_fusion_needs_hybrid_and_several_dense_vectors",
+        {"hybrid_fusion": "rrf"},
+        None,
+        (),
+        "hybrid_fusion chooses",
+    ),
+    (
+        "_hybrid_fusion_must_be_a_known_rule",
+        {"enable_hybrid": True, "hybrid_fusion": "mean"},
+        None,
+        DUAL_VECTORS,
+        "hybrid_fusion must be one of",
+    ),
+    (
+        "_hybrid_fusion_fn_needs_client_side_fusion",
+        {"enable_hybrid": True, "hybrid_fusion_fn": print, "hybrid_fusion": "rrf"},
+        None,
+        DUAL_VECTORS,
+        "the function would never run",
+    ),
+    ("_candidates_need_several_dense_vectors", {"max_candidates": 5}, None, (), "max_candidates size the prefetches"),
+    (
+        "_custom_sharding_needs_keys_and_selector",
+        {"sharding_method": "custom", "shard_keys": [1]},
+        None,
+        (),
+        "sharding_method=CUSTOM needs shard_key_selector_fn",
+    ),
+    ("_shard_keys_need_custom_sharding", {}, {"shard_keys": [1]}, (), "shard_keys are created only on a collection"),
+    (
+        "_shard_key_selector_fn_needs_custom_sharding",
+        {"shard_key_selector_fn": print},
+        None,
+        (),
+        "shard_key_selector_fn is used only",
+    ),
+    (
+        "_sparse_config_must_be_sparse_vector_params",
+        {"enable_hybrid": True, "sparse_config": {"modifier": "idf"}},
+        None,
+        (),
+        "sparse_config must be a qdrant SparseVectorParams, got dict",
+    ),
+]
+
+
+def test_every_refusal_rule_has_a_case():
+    """A new rule fails here until RULE_CASES has a case that reaches it."""
+    rules = [rule.__name__ for rule in (*GIVEN_RULES, *STORE_RULES, *COLLECTION_RULES)]
+    assert sorted(case[0] for case in RULE_CASES) == sorted(rules)
+
+
+@pytest.mark.parametrize(
+    ("rule", "options", "collection_options", "named", "message"), RULE_CASES, ids=[case[0] for case in RULE_CASES]
+)
+def test_each_refusal_rule_refuses_its_case(rule, options, collection_options, named, message):
+    with pytest.raises((ValueError, TypeError), match=message) as refused:
+        resolve_options(options, collection_options, named=named)
+    assert refused.traceback[-1].name == rule  # raised by that rule, not by one checked before it
 
 
 def test_options_that_would_be_ignored_are_refused_by_name(tiny_embed, tiny_dual):

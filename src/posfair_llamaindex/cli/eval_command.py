@@ -157,8 +157,8 @@ def _window_configs(args, model: str) -> list:
 def _dual_strengths(args, model: str) -> list:
     if args.dual_strengths:
         return comma_floats(args.dual_strengths, "--dual-strengths")
-    from posfair_llamaindex.embedding import DUAL_DEFAULTS
     from posfair_llamaindex.model.model_files import read_sentence_transformer_files, resolve_local_folder
+    from posfair_llamaindex.modes import DUAL_DEFAULTS
 
     pooling = args.pooling or read_sentence_transformer_files(resolve_local_folder(model)).pooling or "first"
     return [DUAL_DEFAULTS[pooling]["strength"]]

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from posfair_llamaindex.calibration.config import CalibrationConfig
-from posfair_llamaindex.embedding import DUAL_DEFAULTS
 from posfair_llamaindex.encoding.encoder import PosFairEncoder
 from posfair_llamaindex.encoding.load_config import DEFAULT_LOAD, LoadConfig
 from posfair_llamaindex.encoding.windows import WindowConfig
@@ -25,6 +24,7 @@ from posfair_llamaindex.eval.benchmark_data import Benchmark
 from posfair_llamaindex.eval.metrics import paired_summary_difference
 from posfair_llamaindex.eval.pseudo_queries import DESIGNS, CorpusScreen, pseudo_query_benchmark
 from posfair_llamaindex.eval.runner import EvalConfig, EvalRun, check_configs_over_wrapped, evaluate, is_wrapped
+from posfair_llamaindex.modes import DUAL_DEFAULTS
 from posfair_llamaindex.options import AUDIT_STRENGTHS
 
 

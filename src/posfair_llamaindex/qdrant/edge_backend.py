@@ -37,6 +37,7 @@ from posfair_llamaindex.errors import (
     EdgeRequestError,
     EdgeUnsupportedError,
 )
+from posfair_llamaindex.qdrant.edge_binding import edge
 from posfair_llamaindex.qdrant.edge_config import collection_info, edge_config, edge_payload_schema, merged_diff
 from posfair_llamaindex.qdrant.edge_errors import engine_errors
 from posfair_llamaindex.qdrant.edge_filters import edge_filter, selected_points
@@ -65,13 +66,6 @@ from posfair_llamaindex.qdrant.edge_store import (
     check_collection_name,
     edge_version,
 )
-
-try:
-    import qdrant_edge as edge
-except ImportError as missing:  # an optional engine: say what to install
-    raise ImportError(
-        "EdgeQdrantClient runs Qdrant Edge in-process and needs qdrant-edge-py: pip install 'qdrant-edge-py==0.9.0'"
-    ) from missing
 
 __all__ = [
     "EDGE_ONLY_CALLS",

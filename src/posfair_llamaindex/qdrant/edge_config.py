@@ -15,13 +15,7 @@ from typing import Any, Optional
 from qdrant_client.http import models as rest
 
 from posfair_llamaindex.errors import EdgeUnsupportedError
-
-try:
-    import qdrant_edge as edge
-except ImportError as missing:  # an optional engine: say what to install
-    raise ImportError(
-        "EdgeQdrantClient runs Qdrant Edge in-process and needs qdrant-edge-py: pip install 'qdrant-edge-py==0.9.0'"
-    ) from missing
+from posfair_llamaindex.qdrant.edge_binding import edge
 
 __all__ = [
     "EDGE_OPTIMIZER_FIELDS",

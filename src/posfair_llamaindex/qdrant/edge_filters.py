@@ -14,14 +14,8 @@ import numpy as np
 from qdrant_client.http import models as rest
 
 from posfair_llamaindex.errors import EdgeUnsupportedError
+from posfair_llamaindex.qdrant.edge_binding import edge
 from posfair_llamaindex.qdrant.edge_points import PointId, edge_id
-
-try:
-    import qdrant_edge as edge
-except ImportError as missing:  # an optional engine: say what to install
-    raise ImportError(
-        "EdgeQdrantClient runs Qdrant Edge in-process and needs qdrant-edge-py: pip install 'qdrant-edge-py==0.9.0'"
-    ) from missing
 
 __all__ = ["edge_condition", "edge_filter", "edge_geo_point", "selected_points"]
 

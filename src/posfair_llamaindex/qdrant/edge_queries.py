@@ -17,16 +17,10 @@ from qdrant_client.http import models as rest
 from qdrant_client.local.local_collection import LocalCollection, ignore_mentioned_ids_filter
 
 from posfair_llamaindex.errors import EdgeUnsupportedError
+from posfair_llamaindex.qdrant.edge_binding import edge
 from posfair_llamaindex.qdrant.edge_config import maybe_edge_enum
 from posfair_llamaindex.qdrant.edge_filters import edge_condition, edge_filter, edge_geo_point
 from posfair_llamaindex.qdrant.edge_points import PointId, edge_id, edge_vector
-
-try:
-    import qdrant_edge as edge
-except ImportError as missing:  # an optional engine: say what to install
-    raise ImportError(
-        "EdgeQdrantClient runs Qdrant Edge in-process and needs qdrant-edge-py: pip install 'qdrant-edge-py==0.9.0'"
-    ) from missing
 
 __all__ = [
     "DEFAULT_RRF_K",

@@ -43,15 +43,9 @@ from posfair_llamaindex.errors import (
     EdgeStoreVersionError,
     NotAnEdgeStoreError,
 )
+from posfair_llamaindex.qdrant.edge_binding import edge
 from posfair_llamaindex.qdrant.edge_config import edge_config
 from posfair_llamaindex.qdrant.edge_errors import engine_errors
-
-try:
-    import qdrant_edge as edge
-except ImportError as missing:  # an optional engine: say what to install
-    raise ImportError(
-        "EdgeQdrantClient runs Qdrant Edge in-process and needs qdrant-edge-py: pip install 'qdrant-edge-py==0.9.0'"
-    ) from missing
 
 __all__ = [
     "ALIASES_FILE",

@@ -9,7 +9,8 @@ refuses, before anything is created, whatever would otherwise be silently ignore
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -194,6 +195,29 @@ class ResolvedStoreConfig:
     posfair: dict[str, Any] = field(default_factory=dict)  # fusion_candidates, max_candidates, hybrid_fusion
 
 
+@dataclass(frozen=True)
+class GivenOptions:
+    """What a caller passed: the store's keyword options, ``collection_options`` and the mode's dense vectors."""
+
+    options: dict[str, Any]  # the store's keywords; after merging, with collection_options' store options too
+    extra: dict[str, Any]  # collection_options; after merging, only the create_collection options besides those
+    named: tuple = ()
+
+    @property
+    def hybrid(self) -> bool:
+        return bool(self.options.get("enable_hybrid")) or self.options.get("fastembed_sparse_model") is not None
+
+    @property
+    def fused(self) -> bool:
+        return len(self.named) > 1
+
+    def get(self, name: str) -> Any:
+        return self.options.get(name)
+
+    def supplied(self, names: tuple[str, ...]) -> list[str]:
+        return [name for name in names if self.options.get(name) is not None]
+
+
 def resolve_options(
     store_kwargs: dict[str, Any], collection_options: Optional[dict[str, Any]], *, named: tuple = ()
 ) -> ResolvedStoreConfig:
@@ -206,93 +230,176 @@ def resolve_options(
     ``vectors_config`` means ``dense_config`` and its ``sparse_vectors_config`` means ``{sparse_vector_name:
     sparse_config}``; ``collection_name`` and ``metadata`` belong to the store. ``named``: the dense vectors
     the embedding's mode names (``layout.mode_vectors``: dual, windows), empty for a single vector.
+    The refusals are :data:`GIVEN_RULES`, :data:`STORE_RULES` and :data:`COLLECTION_RULES`, checked in that order.
     """
-    fused = len(named) > 1
-    kwargs = dict(store_kwargs)
-    unknown = sorted(set(kwargs) - set(UPSTREAM_OPTIONS) - set(POSFAIR_OPTIONS))
+    given = GivenOptions(dict(store_kwargs), dict(collection_options or {}), tuple(named))
+    for rule in GIVEN_RULES:
+        rule(given)
+    given = _merge_collection_options(given)
+    for rule in STORE_RULES:
+        rule(given)
+    collection = _collection_options(given.options, given.extra)
+    for rule in COLLECTION_RULES:
+        rule(given, collection)
+    store = {name: value for name, value in given.options.items() if name not in POSFAIR_OPTIONS}
+    # LlamaIndex's __init__ would create the payload indexes itself on an existing collection: ours does that
+    store["payload_indexes"] = None
+    return ResolvedStoreConfig(
+        collection=collection,
+        dense_config=given.get("dense_config"),
+        hybrid=given.hybrid,
+        sparse_config=given.get("sparse_config"),
+        store_kwargs=store,
+        posfair={name: given.get(name) for name in POSFAIR_OPTIONS if given.get(name) is not None},
+    )
+
+
+def _merge_collection_options(given: GivenOptions) -> GivenOptions:
+    options, extra = dict(given.options), dict(given.extra)
+    if "vectors_config" in extra:
+        _one_place(options, "dense_config", extra.pop("vectors_config"), "vectors_config")
+    if "sparse_vectors_config" in extra:
+        options.update(_sparse_from_collection_options(extra.pop("sparse_vectors_config"), options, given.hybrid))
+    for name in COLLECTION_STORE_OPTIONS:
+        if name in extra:
+            _one_place(options, name, extra.pop(name), name)
+    return replace(given, options=options, extra=extra)
+
+
+# refused on the options as given, before collection_options are merged into the store's
+
+
+def _refuse_unknown_store_options(given: GivenOptions) -> None:
+    unknown = sorted(set(given.options) - set(UPSTREAM_OPTIONS) - set(POSFAIR_OPTIONS))
     if unknown:
         raise TypeError(
             f"unknown store option(s) {unknown}: not an option of LlamaIndex's QdrantVectorStore "
             f"(llama-index-vector-stores-qdrant 0.10.4) nor of this store ({sorted(POSFAIR_OPTIONS)}); "
             "create_collection arguments go in collection_options"
         )
-    extra = dict(collection_options or {})
+
+
+def _refuse_collection_options_the_store_owns(given: GivenOptions) -> None:
     for owned in ("collection_name", "metadata"):
-        if owned in extra:
+        if owned in given.extra:
             reason = "the store's name" if owned == "collection_name" else "where the tag lives"
             raise ValueError(f"collection_options[{owned!r}] is not available: it is {reason}")
-    if "vectors_config" in extra:
-        _one_place(kwargs, "dense_config", extra.pop("vectors_config"), "vectors_config")
-    hybrid = bool(kwargs.get("enable_hybrid")) or kwargs.get("fastembed_sparse_model") is not None
-    if "sparse_vectors_config" in extra:
-        kwargs.update(_sparse_from_collection_options(extra.pop("sparse_vectors_config"), kwargs, hybrid))
-    for name in COLLECTION_STORE_OPTIONS:
-        if name in extra:
-            _one_place(kwargs, name, extra.pop(name), name)
-    unknown_extra = sorted(set(extra) - set(EXTRA_CREATE_OPTIONS))
-    if unknown_extra:
+
+
+GIVEN_RULES: tuple[Callable[[GivenOptions], None], ...] = (
+    _refuse_unknown_store_options,
+    _refuse_collection_options_the_store_owns,
+)
+
+
+# refused on the merged options, before the CollectionCreateConfig is built
+
+
+def _refuse_unknown_collection_options(given: GivenOptions) -> None:
+    unknown = sorted(set(given.extra) - set(EXTRA_CREATE_OPTIONS))
+    if unknown:
         raise ValueError(
-            f"collection_options {unknown_extra} are not create_collection options this store passes on; it "
+            f"collection_options {unknown} are not create_collection options this store passes on; it "
             f"takes {sorted((*COLLECTION_STORE_OPTIONS, *EXTRA_CREATE_OPTIONS, *ALIASES))}"
         )
-    if not hybrid:
-        given = [name for name in HYBRID_ONLY if kwargs.get(name) is not None]
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} configure hybrid search, which this store does not do without "
-                "enable_hybrid=True (LlamaIndex's store would ignore them)"
-            )
-    if kwargs.get("dense_vector_name") and (named or not hybrid):
+
+
+def _hybrid_settings_need_hybrid(given: GivenOptions) -> None:
+    names = given.supplied(HYBRID_ONLY)
+    if names and not given.hybrid:
+        raise ValueError(
+            f"{', '.join(names)} configure hybrid search, which this store does not do without "
+            "enable_hybrid=True (LlamaIndex's store would ignore them)"
+        )
+
+
+def _dense_vector_name_needs_a_single_vector_hybrid_collection(given: GivenOptions) -> None:
+    name = given.get("dense_vector_name")
+    if name and (given.named or not given.hybrid):
         where = (
-            f"this collection's mode names its dense vectors {list(named)}"
-            if named
+            f"this collection's mode names its dense vectors {list(given.named)}"
+            if given.named
             else "a dense-only collection has one unnamed vector, as LlamaIndex's store creates it"
         )
-        raise ValueError(f"dense_vector_name={kwargs['dense_vector_name']!r} would be ignored: {where}")
-    if kwargs.get("hybrid_fusion") is not None and not (fused and hybrid):
+        raise ValueError(f"dense_vector_name={name!r} would be ignored: {where}")
+
+
+def _hybrid_fusion_needs_hybrid_and_several_dense_vectors(given: GivenOptions) -> None:
+    if given.get("hybrid_fusion") is not None and not (given.fused and given.hybrid):
         raise ValueError(
             "hybrid_fusion chooses how a hybrid collection with several dense vectors (dual, windows) fuses its "
             "rankings; this store is not one"
         )
-    if kwargs.get("hybrid_fusion") is not None and kwargs["hybrid_fusion"] not in HYBRID_RULES:
-        raise ValueError(f"hybrid_fusion must be one of {HYBRID_RULES}, got {kwargs['hybrid_fusion']!r}")
-    if kwargs.get("hybrid_fusion_fn") is not None and kwargs.get("hybrid_fusion") not in (None, "relative"):
+
+
+def _hybrid_fusion_must_be_a_known_rule(given: GivenOptions) -> None:
+    rule = given.get("hybrid_fusion")
+    if rule is not None and rule not in HYBRID_RULES:
+        raise ValueError(f"hybrid_fusion must be one of {HYBRID_RULES}, got {rule!r}")
+
+
+def _hybrid_fusion_fn_needs_client_side_fusion(given: GivenOptions) -> None:
+    rule = given.get("hybrid_fusion")
+    if given.get("hybrid_fusion_fn") is not None and rule not in (None, "relative"):
         raise ValueError(
-            f"hybrid_fusion_fn fuses the two result lists in Python, but hybrid_fusion={kwargs['hybrid_fusion']!r} "
+            f"hybrid_fusion_fn fuses the two result lists in Python, but hybrid_fusion={rule!r} "
             "fuses them on the server, so the function would never run: give one of them"
         )
-    if not fused:
-        given = [name for name in ("fusion_candidates", "max_candidates") if kwargs.get(name) is not None]
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} size the prefetches of a collection with several dense vectors (dual, "
-                "windows); this one has one"
-            )
-    collection = _collection_options(kwargs, extra)
-    if collection.custom_sharding and (not kwargs.get("shard_key_selector_fn") or not collection.shard_keys):
-        missing = [n for n in ("shard_key_selector_fn", "shard_keys") if not kwargs.get(n)]
+
+
+def _candidates_need_several_dense_vectors(given: GivenOptions) -> None:
+    names = given.supplied(("fusion_candidates", "max_candidates"))
+    if names and not given.fused:
+        raise ValueError(
+            f"{', '.join(names)} size the prefetches of a collection with several dense vectors (dual, "
+            "windows); this one has one"
+        )
+
+
+STORE_RULES: tuple[Callable[[GivenOptions], None], ...] = (
+    _refuse_unknown_collection_options,
+    _hybrid_settings_need_hybrid,
+    _dense_vector_name_needs_a_single_vector_hybrid_collection,
+    _hybrid_fusion_needs_hybrid_and_several_dense_vectors,
+    _hybrid_fusion_must_be_a_known_rule,
+    _hybrid_fusion_fn_needs_client_side_fusion,
+    _candidates_need_several_dense_vectors,
+)
+
+
+# refused on the merged options and the CollectionCreateConfig built from them
+
+
+def _custom_sharding_needs_keys_and_selector(given: GivenOptions, collection: CollectionCreateConfig) -> None:
+    if collection.custom_sharding and (not given.get("shard_key_selector_fn") or not collection.shard_keys):
+        missing = [name for name in ("shard_key_selector_fn", "shard_keys") if not given.get(name)]
         raise ValueError(f"sharding_method=CUSTOM needs {' and '.join(missing)} (as LlamaIndex's store requires)")
+
+
+def _shard_keys_need_custom_sharding(given: GivenOptions, collection: CollectionCreateConfig) -> None:
     if collection.shard_keys and not collection.custom_sharding:
         raise ValueError("shard_keys are created only on a collection with sharding_method=CUSTOM")
-    if kwargs.get("shard_key_selector_fn") is not None and not collection.custom_sharding:
+
+
+def _shard_key_selector_fn_needs_custom_sharding(given: GivenOptions, collection: CollectionCreateConfig) -> None:
+    if given.get("shard_key_selector_fn") is not None and not collection.custom_sharding:
         raise ValueError(
             "shard_key_selector_fn is used only with sharding_method=CUSTOM (LlamaIndex's store ignores it otherwise)"
         )
-    posfair = {name: kwargs.pop(name) for name in POSFAIR_OPTIONS if name in kwargs}
-    dense_config = kwargs.get("dense_config")
-    sparse_config = kwargs.get("sparse_config")
+
+
+def _sparse_config_must_be_sparse_vector_params(given: GivenOptions, collection: CollectionCreateConfig) -> None:
+    sparse_config = given.get("sparse_config")
     if sparse_config is not None and not isinstance(sparse_config, rest.SparseVectorParams):
         raise TypeError(f"sparse_config must be a qdrant SparseVectorParams, got {type(sparse_config).__name__}")
-    # LlamaIndex's __init__ would create the payload indexes itself on an existing collection: ours does that
-    kwargs["payload_indexes"] = None
-    return ResolvedStoreConfig(
-        collection=collection,
-        dense_config=dense_config,
-        hybrid=hybrid,
-        sparse_config=sparse_config,
-        store_kwargs=kwargs,
-        posfair={k: v for k, v in posfair.items() if v is not None},
-    )
+
+
+COLLECTION_RULES: tuple[Callable[[GivenOptions, CollectionCreateConfig], None], ...] = (
+    _custom_sharding_needs_keys_and_selector,
+    _shard_keys_need_custom_sharding,
+    _shard_key_selector_fn_needs_custom_sharding,
+    _sparse_config_must_be_sparse_vector_params,
+)
 
 
 def _one_place(kwargs: dict[str, Any], name: str, value: Any, given_as: str) -> None:
