@@ -89,3 +89,20 @@ def other_embed_model(embed_model):
     from posfair_llamaindex import CalibrationConfig
 
     return PosFairEmbedding(minilm_path(), calibration=CalibrationConfig(strength=0.3), encoder=embed_model.encoder)
+
+
+@pytest.fixture(scope="session")
+def wrapped_texts():
+    """The texts that the wrapped-embedding tests (test_wrapped_server.py, test_wrapped_fastembed.py) embed."""
+    from integration_tests.window_vectors import wrapped_corpus
+
+    return wrapped_corpus()
+
+
+@pytest.fixture(scope="session")
+def native_windows(wrapped_texts):
+    """Windows mode on the package's own MiniLM: what every wrapped backend must reproduce."""
+    from integration_tests.window_vectors import WINDOWS
+
+    model = PosFairEmbedding(minilm_path(), mode="windows", windows=WINDOWS)
+    return model, model.get_text_embedding_batch(wrapped_texts)

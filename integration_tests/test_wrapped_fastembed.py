@@ -20,14 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from integration_tests.window_vectors import assert_same_windows, windows_of
+from integration_tests.window_vectors import LATE, WINDOWS, assert_same_windows, windows_of
 from posfair_llamaindex import CollectionTagMismatchError, EdgeQdrantClient, PosFairEmbedding, tagged_vector_store
 from posfair_llamaindex.encoding.token_offsets import HuggingFaceTokenOffsets
-from posfair_llamaindex.encoding.windows import WindowConfig
-from tests.utils import minilm_path, sample_texts
+from tests.utils import minilm_path
 
-WINDOWS = WindowConfig(size=64)
-LATE = "The ledger of shipwrecks is kept today in the lighthouse at Varkness, above the basalt cliffs."
 QUERY = "Where is the ledger of shipwrecks kept?"
 MODEL_NAME = "posfair/all-MiniLM-L6-v2-onnx"  # fastembed_child.MODEL_NAME (that module runs in the other venv)
 COLLECTION = "docs"
@@ -40,19 +37,7 @@ def fastembed_venv() -> Path:
 
 
 @pytest.fixture(scope="module")
-def texts():
-    filler = sample_texts(1, seed=7, min_words=500, max_words=500)[0]
-    return [*sample_texts(6, seed=2, min_words=10, max_words=300), f"{filler} {LATE}"]
-
-
-@pytest.fixture(scope="module")
-def native(texts):
-    model = PosFairEmbedding(minilm_path(), mode="windows", windows=WINDOWS)
-    return model, model.get_text_embedding_batch(texts)
-
-
-@pytest.fixture(scope="module")
-def child(texts, tmp_path_factory):
+def child(wrapped_texts, tmp_path_factory):
     """What the child found, and the Qdrant Edge folder of the collection it wrote."""
     venv = fastembed_venv()
     python = venv / "bin" / "python"
@@ -62,7 +47,7 @@ def child(texts, tmp_path_factory):
     request = {
         "minilm": minilm_path(),
         "cache": str(venv.parent / "onnx"),
-        "texts": texts,
+        "texts": wrapped_texts,
         "window_size": WINDOWS.size,
         "query": QUERY,
         "qdrant_path": str(folder / "q"),
@@ -95,12 +80,12 @@ def child(texts, tmp_path_factory):
     return answer, str(folder / "q")
 
 
-def test_windows_over_fastembed_equal_native_windows(child, native):
+def test_windows_over_fastembed_equal_native_windows(child, native_windows):
     answer, _ = child
-    assert_same_windows(native[1], answer["vectors"])
-    assert_same_windows(native[1], answer["async_vectors"])  # asyncio.to_thread, the same vectors
-    assert windows_of(native[1])[-1].shape[0] > 8  # the long text: past the model's limit, covered by windows
-    assert float(np.dot(answer["query"], native[0].get_query_embedding(QUERY))) >= 0.9999
+    assert_same_windows(native_windows[1], answer["vectors"])
+    assert_same_windows(native_windows[1], answer["async_vectors"])  # asyncio.to_thread, the same vectors
+    assert windows_of(native_windows[1])[-1].shape[0] > 8  # the long text: past the model's limit, covered by windows
+    assert float(np.dot(answer["query"], native_windows[0].get_query_embedding(QUERY))) >= 0.9999
 
 
 def test_fastembed_tokenizer_is_found_and_the_tag_names_the_class_the_model_and_the_weights(child):

@@ -14,33 +14,17 @@ import pytest
 from llama_index.core import Document, StorageContext, VectorStoreIndex
 
 from integration_tests import embedding_server
-from integration_tests.window_vectors import assert_same_windows, windows_of
+from integration_tests.window_vectors import LATE, WINDOWS, assert_same_windows, windows_of
 from posfair_llamaindex import CollectionTagMismatchError, EdgeQdrantClient, PosFairEmbedding, tagged_vector_store
-from posfair_llamaindex.encoding.windows import WindowConfig
 from posfair_llamaindex.errors import WrappedRequestError
 from posfair_llamaindex.qdrant import collection_tag
-from tests.utils import minilm_path, sample_texts
-
-WINDOWS = WindowConfig(size=64)
-LATE = "The ledger of shipwrecks is kept today in the lighthouse at Varkness, above the basalt cliffs."
+from tests.utils import minilm_path
 
 
 @pytest.fixture(scope="module")
 def server():
     with embedding_server.start() as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def texts():
-    filler = sample_texts(1, seed=7, min_words=500, max_words=500)[0]
-    return [*sample_texts(6, seed=2, min_words=10, max_words=300), f"{filler} {LATE}"]
-
-
-@pytest.fixture(scope="module")
-def native(texts):
-    model = PosFairEmbedding(minilm_path(), mode="windows", windows=WINDOWS)
-    return model, model.get_text_embedding_batch(texts)
 
 
 def served(base, **kwargs):
@@ -51,33 +35,35 @@ def served(base, **kwargs):
     )
 
 
-def test_windows_over_huggingface_embedding_equal_native_windows(native, texts):
+def test_windows_over_huggingface_embedding_equal_native_windows(native_windows, wrapped_texts):
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
     model = PosFairEmbedding(
         embed_model=HuggingFaceEmbedding(model_name=minilm_path(), device="cpu"), mode="windows", windows=WINDOWS
     )
-    assert_same_windows(native[1], model.get_text_embedding_batch(texts))
-    assert windows_of(native[1])[-1].shape[0] > 8  # the long text: past the model's limit, covered by windows
+    assert_same_windows(native_windows[1], model.get_text_embedding_batch(wrapped_texts))
+    assert windows_of(native_windows[1])[-1].shape[0] > 8  # the long text: past the model's limit, covered by windows
 
 
-def test_server_vectors_equal_in_process_ones_and_windows_equal_native(server, native, texts):
+def test_server_vectors_equal_in_process_ones_and_windows_equal_native(server, native_windows, wrapped_texts):
     model = PosFairEmbedding(embed_model=served(server), mode="windows", windows=WINDOWS, tokenizer=minilm_path())
-    assert_same_windows(native[1], model.get_text_embedding_batch(texts))
+    assert_same_windows(native_windows[1], model.get_text_embedding_batch(wrapped_texts))
     query = "Where is the ledger of shipwrecks kept?"
-    assert float(np.dot(model.get_query_embedding(query), native[0].get_query_embedding(query))) >= 0.9999
+    assert float(np.dot(model.get_query_embedding(query), native_windows[0].get_query_embedding(query))) >= 0.9999
     # async: concurrent requests, the same vectors
-    assert_same_windows(native[1], asyncio.run(model.aget_text_embedding_batch(texts)))
+    assert_same_windows(native_windows[1], asyncio.run(model.aget_text_embedding_batch(wrapped_texts)))
 
 
-def test_a_collection_through_the_server_is_tagged_searchable_and_refuses_another_model(server, tmp_path, texts):
+def test_a_collection_through_the_server_is_tagged_searchable_and_refuses_another_model(
+    server, tmp_path, wrapped_texts
+):
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
     model = PosFairEmbedding(embed_model=served(server), mode="windows", windows=WINDOWS, tokenizer=minilm_path())
     client = EdgeQdrantClient(path=str(tmp_path / "q"))
     store = tagged_vector_store(client, "docs", model)
     index = VectorStoreIndex.from_documents(
-        [Document(text=text) for text in texts],
+        [Document(text=text) for text in wrapped_texts],
         embed_model=model,
         storage_context=StorageContext.from_defaults(vector_store=store),
     )
@@ -97,7 +83,7 @@ def test_a_collection_through_the_server_is_tagged_searchable_and_refuses_anothe
     client.close()
 
 
-def test_a_server_gone_fails_the_call_naming_the_node_and_stores_nothing(tmp_path, texts):
+def test_a_server_gone_fails_the_call_naming_the_node_and_stores_nothing(tmp_path, wrapped_texts):
     from llama_index.embeddings.openai_like import OpenAILikeEmbedding
 
     gone = OpenAILikeEmbedding(
@@ -110,7 +96,7 @@ def test_a_server_gone_fails_the_call_naming_the_node_and_stores_nothing(tmp_pat
     store = tagged_vector_store(client, "docs", model)
     with pytest.raises(WrappedRequestError, match=r"request 1 of 1 to OpenAILikeEmbedding.*node\(s\) 0, 1"):
         VectorStoreIndex.from_documents(
-            [Document(text=text) for text in texts],
+            [Document(text=text) for text in wrapped_texts],
             embed_model=model,
             storage_context=StorageContext.from_defaults(vector_store=store),
         )

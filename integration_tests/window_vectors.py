@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from posfair_llamaindex.encoding.windows import WindowConfig
+from tests.utils import sample_texts
+
 MINILM_DIMENSION = 384
+# small windows, so that the short texts have several and the long one dozens
+WINDOWS = WindowConfig(size=64)
+# a sentence only the long text's last windows hold, past the model's 512 tokens
+LATE = "The ledger of shipwrecks is kept today in the lighthouse at Varkness, above the basalt cliffs."
+
+
+def wrapped_corpus() -> list[str]:
+    """Six texts of 10 to 300 words and one of 500 words ending in :data:`LATE`."""
+    filler = sample_texts(1, seed=7, min_words=500, max_words=500)[0]
+    return [*sample_texts(6, seed=2, min_words=10, max_words=300), f"{filler} {LATE}"]
 
 
 def windows_of(vectors, dimension: int = MINILM_DIMENSION) -> list[np.ndarray]:

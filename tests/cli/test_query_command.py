@@ -1,6 +1,7 @@
 """``posfair query``: the query's model loads in a second process (encoding/query_process.py) while this one opens
-the store. The answer is the one an embedding in this process gives; weights that changed since the collection was
-written are refused; the command's own process loads neither torch nor transformers."""
+the store, or in this one where torch is loaded already. The answer is the one an embedding in this process gives;
+weights that changed since the collection was written are refused; the command's own process loads neither torch nor
+transformers."""
 
 from __future__ import annotations
 
@@ -56,14 +57,22 @@ def query_json(capsys, store: Path, collection: str, *options: str) -> list:
 
 
 @pytest.mark.parametrize("collection", ["calibrated", "windows"])
-def test_the_answer_is_the_one_an_embedding_in_this_process_gives(capsys, written, collection):
+def test_the_answer_is_the_one_an_embedding_in_this_process_gives(capsys, monkeypatch, written, collection):
     """Options that change the vectors make the command embed in its own process, from the options alone (the older
-    path); naming the collection's own model and mode is such a choice, so both paths answer the same query here."""
-    from_child = query_json(capsys, written["store"], collection)
+    path); naming the collection's own model and mode is such a choice, so every path answers the same query here:
+    the child (as from a shell), the tag's settings encoded here (main() in a process that has torch already) and
+    the embedding built from the options."""
+    from posfair_llamaindex.encoding import query_process
+
+    here = query_json(capsys, written["store"], collection)
+    with monkeypatch.context() as patch:
+        patch.setattr(query_process, "model_libraries_loaded", lambda: False)
+        from_child = query_json(capsys, written["store"], collection)
     chosen = ("--model", str(written["model"]), "--mode", collection)
     in_process = query_json(capsys, written["store"], collection, *chosen)
-    assert [row["node_id"] for row in from_child] == [row["node_id"] for row in in_process]
-    assert [row["score"] for row in from_child] == pytest.approx([row["score"] for row in in_process], abs=1e-5)
+    for other in (here, in_process):
+        assert [row["node_id"] for row in from_child] == [row["node_id"] for row in other]
+        assert [row["score"] for row in from_child] == pytest.approx([row["score"] for row in other], abs=1e-5)
     assert len(from_child) == len(TEXTS)
 
 
@@ -76,7 +85,8 @@ def test_the_commands_own_process_loads_neither_torch_nor_transformers(written):
 
 def test_weights_changed_since_the_collection_was_written_are_refused(capsys, tmp_path):
     """The folder the tag names now holds other weights (another seed): its queries cannot search the stored
-    vectors. The second process reports the weights it loaded; this one compares them with the tag."""
+    vectors. The encoder that loads the folder reports the weights it loaded (from a shell the second process; here,
+    in this one) and the command compares them with the tag."""
     written = write(tmp_path, modes=("calibrated",))
     other = Path(save_tiny_model("bert", tmp_path / "other", "mean", seed=1))
     for weights in other.glob("*.safetensors"):

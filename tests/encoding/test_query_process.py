@@ -73,7 +73,8 @@ def test_what_the_child_refuses_is_raised_here_as_one_error(tiny_model_dir):
             child.receive()
 
 
-def test_an_unused_child_is_stopped_and_a_used_one_cannot_be_asked_again(tiny_model_dir):
+def test_an_unused_child_is_stopped_and_a_used_one_cannot_be_asked_again(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(query_process, "model_libraries_loaded", lambda: False)  # as in `posfair query` from a shell
     child = QueryEncoderProcess()
     process = child._process
     child.close()
@@ -88,6 +89,26 @@ def test_an_unused_child_is_stopped_and_a_used_one_cannot_be_asked_again(tiny_mo
     waiting = query_process._early._process
     query_process.discard_early()
     assert waiting.poll() is not None and query_process._early is None
+
+
+def test_a_process_that_has_torch_answers_itself_as_the_child_would(tiny_model_dir):
+    """main() called from Python (torch loaded): no child is started, and the same answer and refusals come back."""
+    embedding = PosFairEmbedding(tiny_model_dir("bert", "mean"))
+    request = query_request(settings_of(embedding), embedding.load_config)
+    query_process.start_early()
+    assert query_process._early is None
+    with query_process.take() as here:
+        assert isinstance(here, query_process.InProcessQueryEncoder)
+        here.send(request, "who kept the ledger?")
+        vector, facts = here.receive()
+    # what the child gives (test_the_child_gives_the_embeddings_vector_and_tag_facts)
+    assert np.allclose(vector, embedding.get_query_embedding("who kept the ledger?"), atol=1e-6)
+    tag = embedding.tag()
+    assert facts == {key: tag[key] for key in ENCODER_TAG_KEYS if key in tag}
+    with query_process.take() as here:
+        here.send(request, "   ")
+        with pytest.raises(QueryEncodingError, match="query is empty or whitespace only"):
+            here.receive()
 
 
 def test_the_child_loads_neither_qdrant_llamaindex_pydantic_nor_the_command_line(tiny_model_dir):

@@ -28,6 +28,7 @@ from posfair_llamaindex.options import (
     LENGTH_LIMITS,
     MODES,
     POOLINGS,
+    STORAGE_TYPES,
     VARIANTS,
     WINDOW_DOCUMENTS,
 )
@@ -180,6 +181,19 @@ def window_options(group, documents: tuple = WINDOW_DOCUMENTS, document: str = D
         choices=documents,
         default=None,
         help=f"windows mode: the document vector(s) kept beside the windows ({document})",
+    )
+
+
+def vector_storage_option(parser, default: str) -> None:
+    """``--vector-storage``, the same choices on every command that creates a collection; ``default`` says what
+    the command does without it."""
+
+    parser.add_argument(
+        "--vector-storage",
+        choices=STORAGE_TYPES,
+        default=None,
+        help="how the dense vectors are kept (int8, binary: quantized in RAM, the originals on disk, searches "
+        f"rescored), recorded in the tag; default: {default}",
     )
 
 

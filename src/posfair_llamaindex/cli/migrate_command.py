@@ -3,8 +3,7 @@ a server), checked by count and ids, resumable."""
 
 from __future__ import annotations
 
-from posfair_llamaindex.cli.arguments import CliError
-from posfair_llamaindex.options import STORAGE_TYPES
+from posfair_llamaindex.cli.arguments import CliError, vector_storage_option
 
 
 def register(commands) -> None:
@@ -28,13 +27,7 @@ def register(commands) -> None:
         "--collection", action="append", default=None, help="a collection to copy (repeat; default: every one)"
     )
     migrate.add_argument("--batch-size", type=int, default=256, help="points read and written at a time (%(default)s)")
-    migrate.add_argument(
-        "--vector-storage",
-        choices=STORAGE_TYPES,
-        default=None,
-        help="create the copies with every dense vector stored this way (int8, binary: quantized in RAM, the "
-        "originals on disk, searches rescored), recorded in their tags (default: as the source stores them)",
-    )
+    vector_storage_option(migrate, "as the source stores them")
     migrate.set_defaults(handler=run_migrate)
 
 

@@ -20,10 +20,10 @@ from posfair_llamaindex.cli.arguments import (
     open_client,
     store_options,
     tag_settings,
+    vector_storage_option,
 )
 from posfair_llamaindex.jobs.distributed import defaults as ray_defaults
 from posfair_llamaindex.modes import MODES_BY_NAME
-from posfair_llamaindex.options import STORAGE_TYPES
 
 logger = logging.getLogger("posfair")
 
@@ -60,13 +60,7 @@ def register(commands) -> None:
     ingest.add_argument("--node-overlap", type=int, default=0, help="overlapping tokens between nodes (%(default)s)")
     ingest.add_argument("--max-file-mb", type=float, default=50.0, help="skip files larger than this (%(default)s MiB)")
     ingest.add_argument("--strict", action="store_true", help="refuse to ingest anything when a file would be skipped")
-    ingest.add_argument(
-        "--vector-storage",
-        choices=STORAGE_TYPES,
-        default=None,
-        help="how a new collection keeps its dense vectors (int8, binary: quantized in RAM, the originals on disk, "
-        "searches rescored); default: int8 for windows, float32 otherwise, and an existing collection as it is",
-    )
+    vector_storage_option(ingest, "int8 for windows, float32 otherwise, and an existing collection as it is")
     _engine_options(ingest)
     ingest.set_defaults(handler=run_ingest)
 

@@ -10,9 +10,10 @@ from posfair_llamaindex.cli.arguments import (
     model_options,
     open_client,
     store_options,
+    vector_storage_option,
     window_options,
 )
-from posfair_llamaindex.options import FUSIONS, STORAGE_TYPES
+from posfair_llamaindex.options import FUSIONS
 
 UPGRADE_MODES = ("dual", "calibrated", "windows")
 UPGRADE_WINDOW_DOCUMENTS = ("plain", "dual")
@@ -46,12 +47,7 @@ def register(commands) -> None:
         help="delete the old collection once a check by point id finds every one of its points in the new one",
     )
     upgrade.add_argument("--sample", type=int, default=32, help="nodes the check encodes again (at least 32)")
-    upgrade.add_argument(
-        "--vector-storage",
-        choices=STORAGE_TYPES,
-        default=None,
-        help="how the new collection keeps its dense vectors (default: int8 for windows, float32 otherwise)",
-    )
+    vector_storage_option(upgrade, "int8 for windows, float32 otherwise")
     upgrade.add_argument(
         "--engine",
         choices=("local", "ray"),

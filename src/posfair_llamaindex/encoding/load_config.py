@@ -56,11 +56,7 @@ class LoadConfig(BaseModel):
     def embedding_arguments(self) -> dict[str, Any]:
         """The same settings as ``PosFairEmbedding``'s keyword arguments (it keeps LlamaIndex's flat names)."""
         return {
-            "pooling": self.pooling,
-            "max_length": self.max_length,
-            "device": self.device,
-            "dtype": self.dtype,
-            "trust_remote_code": self.trust_remote_code,
+            **self.encoder_arguments(),
             "embed_batch_size": self.batch_size,
             "max_batch_tokens": self.max_batch_tokens,
         }

@@ -16,7 +16,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from posfair_llamaindex.errors import QueryEncodingError
 
@@ -88,21 +88,59 @@ class QueryEncoderProcess:
         return self._process
 
 
+class InProcessQueryEncoder:
+    """The same answer made in this process, for a caller that has the model's libraries loaded already (``main()``
+    called from Python, a notebook): a child would import them a second time and overlap nothing."""
+
+    def __init__(self) -> None:
+        self._reply: Optional[dict[str, Any]] = None
+
+    def send(self, request: dict[str, Any], text: str) -> None:
+        try:
+            self._reply = answer({**{key: request[key] for key in REQUEST_KEYS}, "text": text})
+        except Exception as error:  # the child's one line, raised as the child's would be
+            self._reply = {"error": " ".join(str(error).split()) or type(error).__name__}
+
+    def receive(self) -> tuple[list[float], dict[str, Any]]:
+        reply, self._reply = self._reply, None
+        if reply is None:
+            raise RuntimeError("send() a request before receive()")
+        if "error" in reply:
+            raise QueryEncodingError(reply["error"])
+        return reply["vector"], reply["facts"]
+
+    def close(self) -> None:
+        self._reply = None
+
+    def __enter__(self) -> InProcessQueryEncoder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def model_libraries_loaded() -> bool:
+    """Whether this process has imported torch and transformers already (then a child gains nothing)."""
+    return "torch" in sys.modules and "transformers" in sys.modules
+
+
 # the process `posfair query` starts before its command line loads (cli.main), until run_query takes it
 _early: Optional[QueryEncoderProcess] = None
 
 
 def start_early() -> None:
     global _early
-    if _early is None:
+    if _early is None and not model_libraries_loaded():
         _early = QueryEncoderProcess()
 
 
-def take() -> QueryEncoderProcess:
-    """The process started early, or a new one."""
+def take() -> Union[QueryEncoderProcess, InProcessQueryEncoder]:
+    """The process started early, else a new one; in a process that has the model's libraries, no process."""
     global _early
     process, _early = _early, None
-    return process if process is not None else QueryEncoderProcess()
+    if process is not None:
+        return process
+    return InProcessQueryEncoder() if model_libraries_loaded() else QueryEncoderProcess()
 
 
 def discard_early() -> None:

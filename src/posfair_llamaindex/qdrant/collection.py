@@ -206,12 +206,8 @@ def _procedure(
     if local or edge:  # neither embedded engine has shards: refused before anything is created
         config.options.check_local()
     if (yield "collection_exists", (name,), {}):
-        info = yield "get_collection", (name,), {}
         try:
-            opened = config.stored_as(collection_tag(info))
-            check_collection_config(name, info, opened)
-            yield from _payload_indexes(name, config)
-            return False, opened
+            return (yield from _open_existing(name, config))
         except CollectionTagMismatchError:
             if not recreate:
                 raise
@@ -222,15 +218,25 @@ def _procedure(
     except (ValueError, RuntimeError) as error:
         if not _already_exists(error):
             raise
-        # another writer created it between our check and our create: its tag must match ours
-        info = yield "get_collection", (name,), {}
-        opened = config.stored_as(collection_tag(info))
-        check_collection_config(name, info, opened)
-        yield from _shard_keys(name, config)  # as LlamaIndex's store does when its create finds the collection
-        yield from _payload_indexes(name, config)
-        return False, opened
+        # another writer created it between our check and our create: its tag must match ours; its shard keys are
+        # created as LlamaIndex's store does when its create finds the collection
+        return (yield from _open_existing(name, config, shard_keys=True))
     yield from _after_create(name, config, local)
     return True, config.model_copy(update={"adopt_storage": False})
+
+
+def _open_existing(
+    name: str, config: TaggedCollectionConfig, shard_keys: bool = False
+) -> Generator[Step, Any, tuple[bool, TaggedCollectionConfig]]:
+    """Check an existing collection against ``config`` (its tag and vectors), then give it the payload indexes asked
+    for; returns (False, the config as stored)."""
+    info = yield "get_collection", (name,), {}
+    opened = config.stored_as(collection_tag(info))
+    check_collection_config(name, info, opened)
+    if shard_keys:
+        yield from _shard_keys(name, config)
+    yield from _payload_indexes(name, config)
+    return False, opened
 
 
 def ensure_tagged_collection(
