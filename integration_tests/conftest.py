@@ -106,3 +106,11 @@ def native_windows(wrapped_texts):
 
     model = PosFairEmbedding(minilm_path(), mode="windows", windows=WINDOWS)
     return model, model.get_text_embedding_batch(wrapped_texts)
+
+
+@pytest.fixture(scope="session")
+def warm_python():
+    """Scripts in forked children of a Python that has imported the model stack once (tests/warm_python.py)."""
+    from tests.warm_python import WarmPython
+
+    return WarmPython.shared()  # one for the session, closed when it ends (tests/warm_python.py)

@@ -136,14 +136,12 @@ STORE_EXAMPLES = ("index_with_qdrant.py", "dual_mode.py", "windows_mode.py")
 
 
 @pytest.mark.parametrize("script", ["index_with_qdrant.py", "sea_mode.py", "dual_mode.py", "windows_mode.py"])
-def test_examples_run(script, tmp_path):
+def test_examples_run(script, tmp_path, warm_python):
     from pathlib import Path
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     extra = ["--qdrant-path", str(tmp_path / "q")] if script in STORE_EXAMPLES else []
-    done = subprocess.run(
-        [sys.executable, str(examples / script), *extra], capture_output=True, text=True, cwd=tmp_path
-    )
+    done = warm_python.run([sys.executable, str(examples / script), *extra], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]  # an unclosed client's, at exit
     if script in STORE_EXAMPLES:

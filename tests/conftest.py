@@ -43,3 +43,11 @@ def two_kernel_builds(tmp_path_factory):
         return root, [kernel_builds.finish(child) for child in children]
     finally:
         kernel_builds.kill_all(children)
+
+
+@pytest.fixture(scope="session")
+def warm_python():
+    """Scripts in forked children of a Python that has imported the model stack once (tests/warm_python.py)."""
+    from tests.warm_python import WarmPython
+
+    return WarmPython.shared()  # one for the session, closed when it ends (tests/warm_python.py)

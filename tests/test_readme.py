@@ -1,11 +1,11 @@
-"""The README's Python examples run as pasted: each in a fresh process, offline, in an empty folder, and without a
-traceback on the way out (an unclosed client's, say)."""
+"""The README's Python examples run as pasted: each in a process of its own (forked from one that has imported the
+model stack: tests/warm_python.py), offline, in an empty folder, and without a traceback on the way out (an unclosed
+client's, say)."""
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -36,11 +36,9 @@ def test_the_readme_has_its_examples():
 
 
 @pytest.mark.parametrize("where,code", BLOCKS, ids=[where for where, _ in BLOCKS])
-def test_an_example_runs_as_pasted(where, code, tmp_path):
+def test_an_example_runs_as_pasted(where, code, tmp_path, warm_python):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    done = warm_python.run([sys.executable, "-c", code], cwd=tmp_path, env=env, timeout=300)
     assert done.returncode == 0, f"{where}\n{done.stderr[-3000:]}"
     assert "Traceback" not in done.stderr, f"{where}\n{done.stderr[-3000:]}"
     if "print(" in code:
