@@ -60,9 +60,7 @@ class QueryEncoderProcess:
         reply = _reply(answer)
         if reply is None:
             raise QueryEncodingError(f"the process that encodes the query ended with exit code {process.returncode}")
-        if "error" in reply:
-            raise QueryEncodingError(reply["error"])
-        return reply["vector"], reply["facts"]
+        return vector_and_facts(reply)
 
     def close(self) -> None:
         """Stop the child if it is still waiting (the command was refused before it needed the vector)."""
@@ -96,18 +94,13 @@ class InProcessQueryEncoder:
         self._reply: Optional[dict[str, Any]] = None
 
     def send(self, request: dict[str, Any], text: str) -> None:
-        try:
-            self._reply = answer({**{key: request[key] for key in REQUEST_KEYS}, "text": text})
-        except Exception as error:  # the child's one line, raised as the child's would be
-            self._reply = {"error": " ".join(str(error).split()) or type(error).__name__}
+        self._reply = answer_or_error({**{key: request[key] for key in REQUEST_KEYS}, "text": text})
 
     def receive(self) -> tuple[list[float], dict[str, Any]]:
         reply, self._reply = self._reply, None
         if reply is None:
             raise RuntimeError("send() a request before receive()")
-        if "error" in reply:
-            raise QueryEncodingError(reply["error"])
-        return reply["vector"], reply["facts"]
+        return vector_and_facts(reply)
 
     def close(self) -> None:
         self._reply = None
@@ -184,6 +177,22 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
     return {"vector": vector.tolist(), "facts": encoder.tag_facts(text_instruction or "")}
 
 
+def answer_or_error(request: Union[dict[str, Any], str]) -> dict[str, Any]:
+    """:func:`answer` to a request (or to its JSON line), or its failure as one line: the reply the child writes
+    and :func:`vector_and_facts` reads."""
+    try:
+        return answer(json.loads(request) if isinstance(request, str) else request)
+    except Exception as error:
+        return {"error": " ".join(str(error).split()) or type(error).__name__}
+
+
+def vector_and_facts(reply: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
+    """A reply's vector and tag facts; its error raised as :class:`QueryEncodingError`."""
+    if "error" in reply:
+        raise QueryEncodingError(reply["error"])
+    return reply["vector"], reply["facts"]
+
+
 def main() -> int:
     # torch and transformers load here, while the parent opens the store; the parent's environment already
     # keeps transformers quiet (the command line sets it before this process starts)
@@ -196,10 +205,7 @@ def main() -> int:
     line = sys.stdin.readline()
     if not line.strip():  # the parent refused the command and closed the pipe
         return 0
-    try:
-        reply = answer(json.loads(line))
-    except Exception as error:  # reported by the parent, as one line
-        reply = {"error": " ".join(str(error).split()) or type(error).__name__}
+    reply = answer_or_error(line)  # a failure is reported by the parent, as one line
     sys.stdout.write(json.dumps(reply) + "\n")
     sys.stdout.flush()
     return 0

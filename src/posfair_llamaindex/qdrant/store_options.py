@@ -196,7 +196,7 @@ class ResolvedStoreConfig:
 
 
 @dataclass(frozen=True)
-class GivenOptions:
+class StoreArguments:
     """What a caller passed: the store's keyword options, ``collection_options`` and the mode's dense vectors."""
 
     options: dict[str, Any]  # the store's keywords; after merging, with collection_options' store options too
@@ -232,7 +232,7 @@ def resolve_options(
     the embedding's mode names (``layout.mode_vectors``: dual, windows), empty for a single vector.
     The refusals are :data:`GIVEN_RULES`, :data:`STORE_RULES` and :data:`COLLECTION_RULES`, checked in that order.
     """
-    given = GivenOptions(dict(store_kwargs), dict(collection_options or {}), tuple(named))
+    given = StoreArguments(dict(store_kwargs), dict(collection_options or {}), tuple(named))
     for rule in GIVEN_RULES:
         rule(given)
     given = _merge_collection_options(given)
@@ -254,7 +254,7 @@ def resolve_options(
     )
 
 
-def _merge_collection_options(given: GivenOptions) -> GivenOptions:
+def _merge_collection_options(given: StoreArguments) -> StoreArguments:
     options, extra = dict(given.options), dict(given.extra)
     if "vectors_config" in extra:
         _one_place(options, "dense_config", extra.pop("vectors_config"), "vectors_config")
@@ -269,7 +269,7 @@ def _merge_collection_options(given: GivenOptions) -> GivenOptions:
 # refused on the options as given, before collection_options are merged into the store's
 
 
-def _refuse_unknown_store_options(given: GivenOptions) -> None:
+def _refuse_unknown_store_options(given: StoreArguments) -> None:
     unknown = sorted(set(given.options) - set(UPSTREAM_OPTIONS) - set(POSFAIR_OPTIONS))
     if unknown:
         raise TypeError(
@@ -279,14 +279,14 @@ def _refuse_unknown_store_options(given: GivenOptions) -> None:
         )
 
 
-def _refuse_collection_options_the_store_owns(given: GivenOptions) -> None:
+def _refuse_collection_options_the_store_owns(given: StoreArguments) -> None:
     for owned in ("collection_name", "metadata"):
         if owned in given.extra:
             reason = "the store's name" if owned == "collection_name" else "where the tag lives"
             raise ValueError(f"collection_options[{owned!r}] is not available: it is {reason}")
 
 
-GIVEN_RULES: tuple[Callable[[GivenOptions], None], ...] = (
+GIVEN_RULES: tuple[Callable[[StoreArguments], None], ...] = (
     _refuse_unknown_store_options,
     _refuse_collection_options_the_store_owns,
 )
@@ -295,7 +295,7 @@ GIVEN_RULES: tuple[Callable[[GivenOptions], None], ...] = (
 # refused on the merged options, before the CollectionCreateConfig is built
 
 
-def _refuse_unknown_collection_options(given: GivenOptions) -> None:
+def _refuse_unknown_collection_options(given: StoreArguments) -> None:
     unknown = sorted(set(given.extra) - set(EXTRA_CREATE_OPTIONS))
     if unknown:
         raise ValueError(
@@ -304,7 +304,7 @@ def _refuse_unknown_collection_options(given: GivenOptions) -> None:
         )
 
 
-def _hybrid_settings_need_hybrid(given: GivenOptions) -> None:
+def _hybrid_settings_need_hybrid(given: StoreArguments) -> None:
     names = given.supplied(HYBRID_ONLY)
     if names and not given.hybrid:
         raise ValueError(
@@ -313,7 +313,7 @@ def _hybrid_settings_need_hybrid(given: GivenOptions) -> None:
         )
 
 
-def _dense_vector_name_needs_a_single_vector_hybrid_collection(given: GivenOptions) -> None:
+def _dense_vector_name_needs_a_single_vector_hybrid_collection(given: StoreArguments) -> None:
     name = given.get("dense_vector_name")
     if name and (given.named or not given.hybrid):
         where = (
@@ -324,7 +324,7 @@ def _dense_vector_name_needs_a_single_vector_hybrid_collection(given: GivenOptio
         raise ValueError(f"dense_vector_name={name!r} would be ignored: {where}")
 
 
-def _hybrid_fusion_needs_hybrid_and_several_dense_vectors(given: GivenOptions) -> None:
+def _hybrid_fusion_needs_hybrid_and_several_dense_vectors(given: StoreArguments) -> None:
     if given.get("hybrid_fusion") is not None and not (given.fused and given.hybrid):
         raise ValueError(
             "hybrid_fusion chooses how a hybrid collection with several dense vectors (dual, windows) fuses its "
@@ -332,13 +332,13 @@ def _hybrid_fusion_needs_hybrid_and_several_dense_vectors(given: GivenOptions) -
         )
 
 
-def _hybrid_fusion_must_be_a_known_rule(given: GivenOptions) -> None:
+def _hybrid_fusion_must_be_a_known_rule(given: StoreArguments) -> None:
     rule = given.get("hybrid_fusion")
     if rule is not None and rule not in HYBRID_RULES:
         raise ValueError(f"hybrid_fusion must be one of {HYBRID_RULES}, got {rule!r}")
 
 
-def _hybrid_fusion_fn_needs_client_side_fusion(given: GivenOptions) -> None:
+def _hybrid_fusion_fn_needs_client_side_fusion(given: StoreArguments) -> None:
     rule = given.get("hybrid_fusion")
     if given.get("hybrid_fusion_fn") is not None and rule not in (None, "relative"):
         raise ValueError(
@@ -347,7 +347,7 @@ def _hybrid_fusion_fn_needs_client_side_fusion(given: GivenOptions) -> None:
         )
 
 
-def _candidates_need_several_dense_vectors(given: GivenOptions) -> None:
+def _candidates_need_several_dense_vectors(given: StoreArguments) -> None:
     names = given.supplied(("fusion_candidates", "max_candidates"))
     if names and not given.fused:
         raise ValueError(
@@ -356,7 +356,7 @@ def _candidates_need_several_dense_vectors(given: GivenOptions) -> None:
         )
 
 
-STORE_RULES: tuple[Callable[[GivenOptions], None], ...] = (
+STORE_RULES: tuple[Callable[[StoreArguments], None], ...] = (
     _refuse_unknown_collection_options,
     _hybrid_settings_need_hybrid,
     _dense_vector_name_needs_a_single_vector_hybrid_collection,
@@ -370,31 +370,31 @@ STORE_RULES: tuple[Callable[[GivenOptions], None], ...] = (
 # refused on the merged options and the CollectionCreateConfig built from them
 
 
-def _custom_sharding_needs_keys_and_selector(given: GivenOptions, collection: CollectionCreateConfig) -> None:
+def _custom_sharding_needs_keys_and_selector(given: StoreArguments, collection: CollectionCreateConfig) -> None:
     if collection.custom_sharding and (not given.get("shard_key_selector_fn") or not collection.shard_keys):
         missing = [name for name in ("shard_key_selector_fn", "shard_keys") if not given.get(name)]
         raise ValueError(f"sharding_method=CUSTOM needs {' and '.join(missing)} (as LlamaIndex's store requires)")
 
 
-def _shard_keys_need_custom_sharding(given: GivenOptions, collection: CollectionCreateConfig) -> None:
+def _shard_keys_need_custom_sharding(given: StoreArguments, collection: CollectionCreateConfig) -> None:
     if collection.shard_keys and not collection.custom_sharding:
         raise ValueError("shard_keys are created only on a collection with sharding_method=CUSTOM")
 
 
-def _shard_key_selector_fn_needs_custom_sharding(given: GivenOptions, collection: CollectionCreateConfig) -> None:
+def _shard_key_selector_fn_needs_custom_sharding(given: StoreArguments, collection: CollectionCreateConfig) -> None:
     if given.get("shard_key_selector_fn") is not None and not collection.custom_sharding:
         raise ValueError(
             "shard_key_selector_fn is used only with sharding_method=CUSTOM (LlamaIndex's store ignores it otherwise)"
         )
 
 
-def _sparse_config_must_be_sparse_vector_params(given: GivenOptions, collection: CollectionCreateConfig) -> None:
+def _sparse_config_must_be_sparse_vector_params(given: StoreArguments, collection: CollectionCreateConfig) -> None:
     sparse_config = given.get("sparse_config")
     if sparse_config is not None and not isinstance(sparse_config, rest.SparseVectorParams):
         raise TypeError(f"sparse_config must be a qdrant SparseVectorParams, got {type(sparse_config).__name__}")
 
 
-COLLECTION_RULES: tuple[Callable[[GivenOptions, CollectionCreateConfig], None], ...] = (
+COLLECTION_RULES: tuple[Callable[[StoreArguments, CollectionCreateConfig], None], ...] = (
     _custom_sharding_needs_keys_and_selector,
     _shard_keys_need_custom_sharding,
     _shard_key_selector_fn_needs_custom_sharding,
