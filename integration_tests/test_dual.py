@@ -29,6 +29,22 @@ def corpus(count=40):
     return [TextNode(text=text, id_=f"n{i}", metadata={"part": "a" if i % 2 else "b"}) for i, text in enumerate(texts)]
 
 
+@pytest.fixture(scope="module")
+def embedded_corpus(dual_model):
+    """:func:`corpus` with each node's dual embedding made once, as VectorStoreIndex makes it; a test gets fresh
+    nodes, and VectorStoreIndex stores a node that has its embedding as it is (the issue snippet embeds its own)."""
+    nodes = corpus()
+    texts = [node.get_content(metadata_mode=MetadataMode.EMBED) for node in nodes]
+    vectors = dual_model.get_text_embedding_batch(texts)
+
+    def fresh() -> list:
+        return [
+            node.model_copy(update={"embedding": list(vector)}) for node, vector in zip(nodes, vectors, strict=True)
+        ]
+
+    return fresh
+
+
 def stored_scores(client, name, query):
     """Both cosines of every stored point, computed here from the vectors Qdrant holds."""
     points, _ = client.scroll(name, limit=1000, with_vectors=True, with_payload=True)
@@ -64,10 +80,12 @@ def test_the_issue_snippet_returns_max_fused_hits(qdrant, dual_model):
 
 
 @pytest.mark.parametrize("fusion", ["sum", "rrf"])
-def test_sum_and_rrf_match_brute_force_when_every_point_is_a_candidate(qdrant, dual_model, fusion):
+def test_sum_and_rrf_match_brute_force_when_every_point_is_a_candidate(qdrant, dual_model, embedded_corpus, fusion):
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, dual_model)
-    VectorStoreIndex(corpus(), embed_model=dual_model, storage_context=StorageContext.from_defaults(vector_store=store))
+    VectorStoreIndex(
+        embedded_corpus(), embed_model=dual_model, storage_context=StorageContext.from_defaults(vector_store=store)
+    )
     query = np.array(dual_model.get_query_embedding(QUESTION))
     result = store.query(VectorStoreQuery(query_embedding=list(query), similarity_top_k=8), fusion=fusion)
     ids, plain, calibrated = stored_scores(qdrant.client, name, query)
@@ -79,11 +97,11 @@ def test_sum_and_rrf_match_brute_force_when_every_point_is_a_candidate(qdrant, d
     np.testing.assert_allclose([score_of[point_id(i)] for i in result.ids], result.similarities, atol=1e-5)
 
 
-def test_metadata_filters_apply_to_both_vectors(qdrant, dual_model):
+def test_metadata_filters_apply_to_both_vectors(qdrant, dual_model, embedded_corpus):
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, dual_model)
     index = VectorStoreIndex(
-        corpus(), embed_model=dual_model, storage_context=StorageContext.from_defaults(vector_store=store)
+        embedded_corpus(), embed_model=dual_model, storage_context=StorageContext.from_defaults(vector_store=store)
     )
     filters = MetadataFilters(filters=[MetadataFilter(key="part", value="a", operator=FilterOperator.EQ)])
     hits = index.as_retriever(similarity_top_k=6, filters=filters).retrieve(QUESTION)

@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-python -m pytest "$@"
+# one worker per core (two on the CI machine); POSFAIR_TEST_WORKERS=0 runs the suite in this process
+python -m pytest -n "${POSFAIR_TEST_WORKERS:-$(nproc)}" --dist loadgroup "$@"

@@ -4,10 +4,13 @@ top of the library, and docs/DESIGN.md shows the real tree."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import posfair_llamaindex
 
@@ -106,6 +109,26 @@ def layer(module: str) -> str:
         if relative == prefix or relative.startswith(prefix + "."):
             return name
     raise AssertionError(f"{module} is in no layer: add its folder to LAYER_OF")
+
+
+@pytest.fixture(scope="module")
+def fresh_import() -> dict:
+    """What importing the package's modules does to a fresh interpreter (one child, for the tests that ask): the
+    environment variables it changed, whether pyplot came in, and matplotlib's raw backend entry before and after
+    (matplotlib.get_backend() would itself import pyplot and resolve a backend)."""
+    code = (
+        "import json, os, sys; before = dict(os.environ); "
+        "import matplotlib; raw = lambda: dict.__getitem__(matplotlib.rcParams, 'backend'); backend = raw(); "
+        "import posfair_llamaindex, posfair_llamaindex.embedding, posfair_llamaindex.qdrant.store; "
+        "import posfair_llamaindex.eval.plots, posfair_llamaindex.eval.report, posfair_llamaindex.cli; "
+        "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)); "
+        "print(json.dumps({'environment_changed': changed, 'pyplot': 'matplotlib.pyplot' in sys.modules, "
+        "'backend_before': backend, 'backend_after': raw()}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_the_walk_sees_the_package():
@@ -278,17 +301,9 @@ def test_the_package_root_holds_at_most_eight_modules():
     assert len(root) <= 8, root
 
 
-def test_importing_the_package_does_not_touch_the_matplotlib_backend():
-    # read the raw rcParams entry: matplotlib.get_backend() would itself import pyplot and resolve a backend
-    code = (
-        "import matplotlib; raw = lambda: dict.__getitem__(matplotlib.rcParams, 'backend'); before = raw(); "
-        "import posfair_llamaindex, posfair_llamaindex.eval.plots, posfair_llamaindex.eval.report; "
-        "import posfair_llamaindex.cli; "
-        "import sys; assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'; "
-        "assert raw() == before, (before, raw())"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_importing_the_package_does_not_touch_the_matplotlib_backend(fresh_import):
+    assert not fresh_import["pyplot"], "pyplot imported"
+    assert fresh_import["backend_after"] == fresh_import["backend_before"]
 
 
 def test_public_api_is_what_all_lists():
@@ -380,13 +395,5 @@ def test_no_model_module_path_is_named():
     assert offenders == []
 
 
-def test_importing_the_package_leaves_the_environment_alone():
-    code = (
-        "import os; before = dict(os.environ); "
-        "import posfair_llamaindex, posfair_llamaindex.embedding, posfair_llamaindex.qdrant.store; "
-        "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)); "
-        "assert not changed, changed"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_importing_the_package_leaves_the_environment_alone(fresh_import):
+    assert fresh_import["environment_changed"] == []

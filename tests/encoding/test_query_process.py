@@ -13,7 +13,7 @@ import pytest
 
 from posfair_llamaindex.embedding import PosFairEmbedding
 from posfair_llamaindex.encoding import query_process
-from posfair_llamaindex.encoding.query_process import QueryEncoderProcess, query_request
+from posfair_llamaindex.encoding.query_process import InProcessQueryEncoder, QueryEncoderProcess, query_request
 from posfair_llamaindex.errors import QueryEncodingError
 from posfair_llamaindex.tag import ENCODER_TAG_KEYS
 
@@ -28,15 +28,24 @@ def settings_of(embedding: PosFairEmbedding) -> dict:
     }
 
 
-@pytest.mark.parametrize("family,pooling", [("bert", "first"), ("qwen3", "last")])
-def test_the_child_gives_the_embeddings_vector_and_tag_facts(tiny_model_dir, family, pooling):
-    folder = tiny_model_dir(family, pooling)
-    embedding = PosFairEmbedding(folder, mode="dual")
+def test_the_child_gives_the_embeddings_vector_and_tag_facts(tiny_model_dir):
+    """One child, for the pipe both ways; what else it answers is :func:`answer`'s, tested in this process below."""
+    embedding = PosFairEmbedding(tiny_model_dir("bert", "first"), mode="dual")
     text = "Where does the river Danube end?"
     with QueryEncoderProcess() as child:
         child.send(query_request(settings_of(embedding), embedding.load_config), text)
         vector, facts = child.receive()
     assert np.allclose(vector, embedding.get_query_embedding(text), atol=1e-6)
+    tag = embedding.tag()
+    assert facts == {key: tag[key] for key in ENCODER_TAG_KEYS if key in tag}
+
+
+def test_a_last_token_model_gets_the_embeddings_vector_and_tag_facts(tiny_model_dir):
+    embedding = PosFairEmbedding(tiny_model_dir("qwen3", "last"), mode="dual")
+    with InProcessQueryEncoder() as here:  # the child's answer(), made here (a child costs a fresh torch import)
+        here.send(query_request(settings_of(embedding), embedding.load_config), "Where does the Danube end?")
+        vector, facts = here.receive()
+    assert np.allclose(vector, embedding.get_query_embedding("Where does the Danube end?"), atol=1e-6)
     tag = embedding.tag()
     assert facts == {key: tag[key] for key in ENCODER_TAG_KEYS if key in tag}
 
@@ -53,24 +62,26 @@ def test_the_models_own_prompts_are_used_as_the_embedding_uses_them(minilm, tmp_
     config.write_text(json.dumps(data))
     embedding = PosFairEmbedding(str(folder))
     assert embedding.query_instruction == "query: "
-    with QueryEncoderProcess() as child:
-        child.send(query_request(settings_of(embedding), embedding.load_config), "lantern keeper")
-        vector, facts = child.receive()
+    with InProcessQueryEncoder() as here:
+        here.send(query_request(settings_of(embedding), embedding.load_config), "lantern keeper")
+        vector, facts = here.receive()
     assert np.allclose(vector, embedding.get_query_embedding("lantern keeper"), atol=1e-6)
     assert facts["model_weights"] == embedding.tag()["model_weights"]
+    plain = PosFairEmbedding(minilm)
+    assert not np.allclose(plain.get_query_embedding("lantern keeper"), vector, atol=1e-3)  # the prompt mattered
 
 
 def test_what_the_child_refuses_is_raised_here_as_one_error(tiny_model_dir):
     embedding = PosFairEmbedding(tiny_model_dir("bert", "mean"))
     with QueryEncoderProcess() as child:
-        child.send(query_request(settings_of(embedding), embedding.load_config), "   ")
-        with pytest.raises(QueryEncodingError, match="query is empty or whitespace only"):
-            child.receive()
-    with QueryEncoderProcess() as child:
         gone = {**settings_of(embedding), "model_name": "/no/such/model"}
         child.send(query_request(gone, embedding.load_config), "x")
         with pytest.raises(QueryEncodingError, match="/no/such/model"):
             child.receive()
+    with InProcessQueryEncoder() as here:  # refusals are answer()'s; an empty query, made here
+        here.send(query_request(settings_of(embedding), embedding.load_config), "   ")
+        with pytest.raises(QueryEncodingError, match="query is empty or whitespace only"):
+            here.receive()
 
 
 def test_an_unused_child_is_stopped_and_a_used_one_cannot_be_asked_again(tiny_model_dir, monkeypatch):
