@@ -115,15 +115,19 @@ def layer(module: str) -> str:
 def fresh_import() -> dict:
     """What importing the package's modules does to a fresh interpreter (one child, for the tests that ask): the
     environment variables it changed, whether pyplot came in, and matplotlib's raw backend entry before and after
-    (matplotlib.get_backend() would itself import pyplot and resolve a backend)."""
+    (matplotlib.get_backend() would itself import pyplot and resolve a backend), as reprs: unresolved, the entry
+    is a sentinel object."""
     code = (
+        # what torch, transformers, LlamaIndex and qdrant-client set on import themselves (torch's inductor cache
+        # folder, say) is theirs: the package is compared with them loaded
+        "import torch, transformers, transformers.modeling_utils, llama_index.core, qdrant_client; "
         "import json, os, sys; before = dict(os.environ); "
         "import matplotlib; raw = lambda: dict.__getitem__(matplotlib.rcParams, 'backend'); backend = raw(); "
         "import posfair_llamaindex, posfair_llamaindex.embedding, posfair_llamaindex.qdrant.store; "
         "import posfair_llamaindex.eval.plots, posfair_llamaindex.eval.report, posfair_llamaindex.cli; "
         "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)); "
         "print(json.dumps({'environment_changed': changed, 'pyplot': 'matplotlib.pyplot' in sys.modules, "
-        "'backend_before': backend, 'backend_after': raw()}))"
+        "'backend_before': repr(backend), 'backend_after': repr(raw())}))"
     )
     env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
