@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-import torch
 
 from tests.utils import minilm_path, save_tiny_model
-
-# two threads at most; one in a pytest-xdist worker, whose neighbour has the other core (conftest.py)
-torch.set_num_threads(1 if "PYTEST_XDIST_WORKER" in os.environ else max(1, min(2, torch.get_num_threads())))
 
 
 @pytest.fixture(scope="session")
