@@ -20,47 +20,44 @@ NAIVE_ATTENTION = "naive_eager_calibration"
 def naive_calibrated_row(row, valid, isolated, pool, variant, strength, basket_size, hard_weight, kept=()):
     """One attention row (1-D, any length K) calibrated from the formulas, in float64.
 
-    ``kept`` are [DUMP] positions: outside every basket, and their mass kept under every variant.
+    ``kept`` are [DUMP] positions: outside every basket, and their mass kept under every variant. Baskets are
+    indexed as lists of positions, one basket at a time (an element at a time made the trained-model tier take a
+    minute a text).
     """
     a = row.double()
-    kept_mass = sum(float(a[i]) for i in kept)
+    kept, isolated = list(kept), list(isolated)
+    kept_mass = float(a[kept].sum())
     content = [p for p in valid if p not in isolated and p not in kept]
     if len(content) < basket_size:
         return a
     baskets = [content[i : i + basket_size] for i in range(0, len(content), basket_size)]
-    masses = [sum(float(a[p]) for p in basket) for basket in baskets]
+    masses = [float(a[basket].sum()) for basket in baskets]
     live = [m for m in masses if m > 0]
     if not live:
         return a
     out = torch.zeros_like(a)
-    for i in kept:
-        out[i] = a[i]
+    out[kept] = a[kept]
     if variant == "uniform":
         live_isolated = [i for i in isolated if float(a[i]) > 0]
         share = (1.0 - kept_mass) / (len(live) + len(live_isolated))
-        for i in live_isolated:
-            out[i] = share
+        out[live_isolated] = share
         target = share
     elif variant == "cls_soft":
-        for i in isolated:
-            out[i] = a[i]
-        target = (1.0 - kept_mass - sum(float(a[i]) for i in isolated)) / len(live)
+        out[isolated] = a[isolated]
+        target = (1.0 - kept_mass - float(a[isolated].sum())) / len(live)
     elif variant == "cls_hard":
-        others = [i for i in isolated if i != pool] + list(kept)
-        for i in others:
-            out[i] = a[i]
+        others = [i for i in isolated if i != pool] + kept
+        out[others] = a[others]
         out[pool] = hard_weight
-        target = (1.0 - hard_weight - sum(float(a[i]) for i in others)) / len(live)
+        target = (1.0 - hard_weight - float(a[others].sum())) / len(live)
         if target < 0:  # documented edge rule: a sink heavier than 1 - w is cut to 1 - w, content gets 0
-            for i in others:
-                out[i] = a[i] * (1.0 - hard_weight) / sum(float(a[j]) for j in others)
+            out[others] = a[others] * (1.0 - hard_weight) / float(a[others].sum())
             target = 0.0
     else:
         raise ValueError(variant)
     for basket, mass in zip(baskets, masses, strict=True):
         if mass > 0:
-            for p in basket:
-                out[p] = target * float(a[p]) / mass
+            out[basket] = target * a[basket] / mass
     return strength * out + (1.0 - strength) * a
 
 

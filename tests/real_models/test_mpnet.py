@@ -90,8 +90,8 @@ def test_plain_vectors_are_sentence_transformers(sentence_transformer, encoders)
 @pytest.mark.parametrize("pooling", ["mean", "first"])
 def test_calibrated_and_dual_vectors_are_the_float64_reference(sentence_transformer, encoders, mpnet, pooling):
     encoder = encoders(pooling)
-    # mean: the reference calibrates every row of six layers one by one in Python (about a minute a text here), so
-    # one text of several baskets; the text cut at the limit is checked under first pooling
+    # mean: the reference calibrates every row of six layers one by one in Python (about 10 s a text here), so one
+    # text of several baskets; the text cut at the limit is checked under first pooling
     texts = TEXTS if pooling == "first" else TEXTS[1:2]
     expected = torch_reference_vectors(mpnet, encoder, texts, DEFAULTS)
     calibrated = encoder.encode_batch(texts, DEFAULTS)
