@@ -43,7 +43,9 @@ pip_setting() {
 if python -m pip install --quiet uv > /dev/null 2>&1 && python -m uv --version > /dev/null 2>&1; then
     PIP_CONFIG="$(python -m pip config list 2> /dev/null || true)"
     # pip looks in every index and keeps the best match; uv's default stops at the first index that has the name
-    args=(--quiet --python .venv/bin/python --index-strategy unsafe-best-match)
+    # copies, not uv's default hardlinks into its cache: nltk (under LlamaIndex's sentence splitter) refuses to open
+    # a file with more than one link
+    args=(--quiet --python .venv/bin/python --index-strategy unsafe-best-match --link-mode copy)
     for url in $(pip_setting index-url); do args+=(--default-index "$url"); done
     for url in $(pip_setting extra-index-url); do args+=(--index "$url"); done
     for place in $(pip_setting find-links); do args+=(--find-links "$place"); done
