@@ -25,11 +25,26 @@ if in_a_worker():
 torch.set_num_threads(1 if in_a_worker() else max(1, min(2, torch.get_num_threads())))
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups into the test ids
+# A wrapper, so the groups are set before every plain implementation of the hook, xdist's included (it writes them
+# into the test ids, which is all its scheduler reads; a `tryfirst` implementation here ran too late, and files were
+# split across the workers). Files with a group marked `heavy_group` go first, in their collected order, so that no
+# long file starts last while the other worker runs out of work (scripts/test.sh turns off xdist's own reordering by
+# test count, which knows nothing of time).
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    if not in_a_worker():
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = RAY_GROUP if "ray_cluster" in item.fixturenames else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
+    if in_a_worker():
+        for item in items:
+            if item.get_closest_marker("xdist_group") is None:
+                group = RAY_GROUP if "ray_cluster" in item.fixturenames else item.nodeid.split("::")[0]
+                item.add_marker(pytest.mark.xdist_group(group))
+        heavy = {group_of(item) for item in items if is_heavy(item)}
+        items.sort(key=lambda item: group_of(item) not in heavy)  # stable: the collected order within each part
+    return (yield)
+
+
+def group_of(item) -> str:
+    return item.get_closest_marker("xdist_group").args[0]
+
+
+def is_heavy(item) -> bool:
+    return "ray_cluster" in item.fixturenames or item.get_closest_marker("heavy_group") is not None

@@ -12,6 +12,9 @@ import pytest
 from posfair_llamaindex.cli import main
 from posfair_llamaindex.modes import DUAL_DEFAULTS
 
+# every example script in a child: scheduled first on two workers (conftest.py)
+pytestmark = pytest.mark.heavy_group
+
 FILES = {
     "danube.txt": "The Danube flows through Vienna, Budapest and Belgrade before it reaches the Black Sea.",
     "notes/violin.md": "# Violin\n\nThe violin has four strings tuned in fifths and is played with a bow of horsehair.",
@@ -140,7 +143,10 @@ def test_examples_run(script, tmp_path, warm_python):
     from pathlib import Path
 
     examples = Path(__file__).resolve().parents[1] / "examples"
-    extra = ["--qdrant-path", str(tmp_path / "q")] if script in STORE_EXAMPLES else []
+    # sea_mode.py embeds its folder twice, the second time chunk by chunk: its history folder (8 of the 40 files) runs
+    # the same code in a fifth of the time
+    history = ["--docs", str(examples / "docs" / "history")]
+    extra = ["--qdrant-path", str(tmp_path / "q")] if script in STORE_EXAMPLES else history
     done = warm_python.run([sys.executable, str(examples / script), *extra], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]  # an unclosed client's, at exit

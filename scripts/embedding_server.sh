@@ -17,15 +17,14 @@ if [ "${1:-}" = "--path" ]; then
     echo "$VENV"
     exit 0
 fi
-stamp="$(side_venv_stamp scripts/embedding_server_constraints.txt)"
+stamp="$(side_venv_stamp scripts/embedding_server_constraints.txt scripts/side_venv.sh)"
 if side_venv_current "$VENV" "$stamp" && [ -x "$VENV/bin/infinity_emb" ]; then
     echo "embedding server: infinity-emb found in $VENV"
     exit 0
 fi
 install() {
     side_venv_base "$VENV"
-    "$VENV/bin/python" -m pip install --quiet -c scripts/embedding_server_constraints.txt torch==2.13.0 \
-        "infinity-emb[server,torch]==0.0.78"
+    venv_install -c scripts/embedding_server_constraints.txt torch==2.13.0 "infinity-emb[server,torch]==0.0.78"
     "$VENV/bin/python" -c "import torch, infinity_emb; assert torch.__version__.startswith('2.13.0')"
 }
 echo "embedding server: installing infinity-emb 0.0.78 into $VENV (once; a few minutes)"

@@ -25,8 +25,9 @@ if [ "${1:-}" = "--path" ]; then
     echo "$VENV"
     exit 0
 fi
-# what the install was made from: a change to the package's dependencies or to either constraints file installs anew
-stamp="$(side_venv_stamp constraints.txt scripts/fastembed_constraints.txt)"
+# what the install was made from: a change to the package's dependencies, to either constraints file or to the way it
+# installs (side_venv.sh) installs anew
+stamp="$(side_venv_stamp constraints.txt scripts/fastembed_constraints.txt scripts/side_venv.sh)"
 if side_venv_current "$VENV" "$stamp"; then
     echo "fastembed: found in $VENV"
     exit 0
@@ -36,7 +37,7 @@ install() {
     # the runtime dependencies of pyproject.toml, one per line (tomllib: Python 3.11 and later)
     mapfile -t dependencies < <("$VENV/bin/python" -c \
         'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
-    "$VENV/bin/python" -m pip install --quiet -c constraints.txt -c scripts/fastembed_constraints.txt torch==2.13.0 \
+    venv_install -c constraints.txt -c scripts/fastembed_constraints.txt torch==2.13.0 \
         "${dependencies[@]}" fastembed==0.9.1 llama-index-embeddings-fastembed==0.7.0 onnx "huggingface-hub>=1.31,<2"
     "$VENV/bin/python" -c "import torch, transformers, onnx, onnxruntime, fastembed, llama_index.embeddings.fastembed; \
 assert torch.__version__.startswith('2.13.0'), torch.__version__"

@@ -13,15 +13,70 @@ side_venv_current() {
         && [ "$(cat "$1/.posfair-installed")" = "$2" ]
 }
 
-# side_venv_base VENV: a new environment with pip and torch 2.13.0. torch goes in first, from the local CPU wheel:
-# left to resolve plain `torch`, pip would pull a CUDA build of several GB
+# side_venv_base VENV: a new environment with torch 2.13.0 and `venv_install` pointed at it. torch goes in first, from
+# the local CPU wheel: left to resolve plain `torch`, the installer would pull a CUDA build of several GB
 side_venv_base() {
     rm -rf "$1"
     mkdir -p "$(dirname "$1")"
     "${PYTHON:-python3}" -m venv "$1"
-    "$1/bin/python" -m pip install --quiet --upgrade pip
-    "$1/bin/python" -m pip install --quiet torch==2.13.0
+    venv_installer "$1"
+    venv_install torch==2.13.0
 }
+
+# venv_installer VENV: make `venv_install ARGS...` install into VENV, through uv where pip can fetch it (about half of
+# pip's time, which CI pays on every run on a fresh machine), else through pip. uv reads none of pip's configuration,
+# so the indexes, wheel folders, constraints and certificate that pip is given here are handed to it.
+#   - every index is searched for the best match, as pip does (uv's default stops at the first index with the name);
+#   - files are copied, not hardlinked from uv's cache: nltk (under LlamaIndex's sentence splitter) refuses to open
+#     a file with more than one link;
+#   - bytecode is compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set (it is on the CI machine), every
+#     interpreter, Ray worker and test child would otherwise compile torch again
+venv_installer() {
+    local url place file cert
+    VENV_PYTHON="$1/bin/python"
+    VENV_UV_ARGS=()
+    if ! { "$VENV_PYTHON" -m pip install --quiet uv > /dev/null 2>&1 && "$VENV_PYTHON" -m uv --version > /dev/null 2>&1; }; then
+        echo "uv could not be installed into $1; installing with pip (slower)"
+        "$VENV_PYTHON" -m pip install --quiet --upgrade pip 2>&1 | pip_quiet
+        return
+    fi
+    PIP_CONFIG="$("$VENV_PYTHON" -m pip config list 2> /dev/null || true)"
+    VENV_UV_ARGS=(--quiet --python "$VENV_PYTHON" --index-strategy unsafe-best-match --link-mode copy --compile-bytecode)
+    for url in $(pip_setting index-url); do VENV_UV_ARGS+=(--default-index "$url"); done
+    for url in $(pip_setting extra-index-url); do VENV_UV_ARGS+=(--index "$url"); done
+    for place in $(pip_setting find-links); do VENV_UV_ARGS+=(--find-links "$place"); done
+    for file in $(pip_setting constraint); do VENV_UV_ARGS+=(--constraint "$file"); done
+    cert="$(pip_setting cert | head -n 1)"
+    if [ -n "$cert" ]; then
+        export SSL_CERT_FILE="$cert"
+    fi
+}
+
+# venv_install ARGS...: `pip install ARGS...` into the environment of the last venv_installer call
+venv_install() {
+    if [ "${#VENV_UV_ARGS[@]}" -gt 0 ]; then
+        "$VENV_PYTHON" -m uv pip install "${VENV_UV_ARGS[@]}" "$@"
+    else
+        "$VENV_PYTHON" -m pip install --quiet "$@" 2>&1 | pip_quiet
+    fi
+}
+
+# pip_setting KEY: one of pip's settings as pip would read it: its environment variable first, then its config files
+# (as venv_installer listed them)
+pip_setting() {
+    local key="$1" env_var
+    env_var="PIP_$(printf '%s' "$key" | tr 'a-z-' 'A-Z_')"
+    if [ -n "${!env_var:-}" ]; then
+        printf '%s\n' "${!env_var}"
+        return
+    fi
+    printf '%s\n' "$PIP_CONFIG" | sed -n -e "s/^global\.$key='\(.*\)'\$/\1/p" -e "s/^install\.$key='\(.*\)'\$/\1/p"
+}
+
+# pip_quiet: pip's output without its notes about missing local index folders, and without its warning that
+# huggingface-hub 2 no longer has the 'inference' extra that llama-index-embeddings-huggingface still names (nothing a
+# user can act on: the package works without it); pipefail still reports a failed install
+pip_quiet() { grep -v -e "is ignored" -e "does not provide the extra 'inference'" || true; }
 
 # side_venv_install LABEL VENV STAMP STEPS: run the function STEPS (which fills VENV) with `set -e` in force and its
 # output in a log; on success write STAMP as the marker, else show the log's tail, remove VENV and say SKIPPED

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# every README snippet in a child: scheduled first on two workers (conftest.py)
+pytestmark = pytest.mark.heavy_group
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "docs/STORE_OPTIONS.md")
 

@@ -24,6 +24,9 @@ from tests.calibration.kernel import kernel_builds
 from tests.calibration.kernel.kernel_builds import HAS_COMPILER, NO_COMPILER, finished_folders, private_folders
 from tests.calibration.test_basket_attention import long_case
 
+# three private kernel builds: scheduled first on two workers (conftest.py)
+pytestmark = pytest.mark.heavy_group
+
 POSIX_ONLY = pytest.mark.skipif(os.name == "nt", reason="POSIX shell scripts and flock")
 # instructions an AVX2-only CPU does not have: zmm registers, the upper 16 xmm/ymm registers, opmask registers
 EVEX_ONLY = re.compile(r"%zmm\d+|%[xy]mm(1[6-9]|2\d|3[01])\b|%k[0-7]\b")
