@@ -10,9 +10,9 @@ import random
 
 import pytest
 from llama_index.core import Document, VectorStoreIndex
-from llama_index.core.schema import TextNode
+from llama_index.core.schema import QueryBundle, TextNode
 
-from posfair_llamaindex.jobs.ingest import ingest_documents, node_parser_for
+from posfair_llamaindex.jobs.ingest import embed_nodes, ingest_documents, node_parser_for, split_documents
 from posfair_llamaindex.qdrant import (
     POINT_FINGERPRINT_KEY,
     CollectionTagMismatchError,
@@ -239,19 +239,33 @@ def squad_corpus(articles=25, per_article=4, budget_words=330):
     return docs, questions
 
 
-@pytest.mark.skipif(
-    not (SHARED_DATA / "squad").is_dir(), reason=f"shared data not found at {SHARED_DATA} (set POSFAIR_DATA)"
-)
-def test_real_corpus_retrieval(qdrant, embed_model):
+@pytest.fixture(scope="module")
+def squad_embedded(embed_model):
+    """100 SQuAD documents split and embedded as ``ingest_documents`` does, and 50 of their questions embedded: once
+    for every engine, which then stores and searches the same vectors."""
+    if not (SHARED_DATA / "squad").is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA} (set POSFAIR_DATA)")
     docs, questions = squad_corpus()
+    nodes = split_documents(docs, node_parser_for(embed_model))
+    assert len(nodes) == len(docs)  # one node per document: each fits the model window
+    embed_nodes(nodes, embed_model)
     sample = random.Random(0).sample(questions, 50)
+    vectors = [embed_model.get_query_embedding(question) for question, _ in sample]  # as the retriever embeds them
+    return [n.node for n in nodes], [(q, doc_id, v) for (q, doc_id), v in zip(sample, vectors, strict=True)]
+
+
+def test_real_corpus_retrieval(qdrant, embed_model, squad_embedded):
+    nodes, sample = squad_embedded
     name = qdrant.collection()
     store = tagged_vector_store(qdrant.client, name, embed_model)
-    ingest_documents(docs, embed_model, store, show_progress=False)
-    assert count(qdrant, name) == len(docs)  # one node per document: each fits the model window
+    store.add([node.model_copy(deep=True) for node in nodes])
+    assert count(qdrant, name) == len(nodes)
     retriever = VectorStoreIndex.from_vector_store(store, embed_model=embed_model).as_retriever(similarity_top_k=5)
-    found = sum(doc_id in {hit.node.ref_doc_id for hit in retriever.retrieve(question)} for question, doc_id in sample)
-    print(f"\n{qdrant.name}: top-5 hit rate {found}/50 over {len(docs)} SQuAD documents")
+    found = sum(
+        doc_id in {hit.node.ref_doc_id for hit in retriever.retrieve(QueryBundle(question, embedding=vector))}
+        for question, doc_id, vector in sample
+    )
+    print(f"\n{qdrant.name}: top-5 hit rate {found}/50 over {len(nodes)} SQuAD documents")
     assert found >= 45
 
 
