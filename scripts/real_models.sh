@@ -7,7 +7,6 @@
 # (a half-done fetch never looks finished). Later runs find it there and download nothing.
 #
 #   bash scripts/real_models.sh              # fetch if needed, then pytest -m real_models
-#   bash scripts/real_models.sh --fetch      # fetch if needed, and stop there (.ci/run does it while the suite runs)
 #   POSFAIR_MODEL_CACHE=/data/models bash scripts/real_models.sh -q
 #
 # When the cache is empty and the download fails (no network), the tier is skipped with a line that says so and the
@@ -76,8 +75,5 @@ else
         exit "$status"
     fi
     echo "real-model tier: all-mpnet-base-v2 unpacked and checked"
-fi
-if [ "${1:-}" = "--fetch" ]; then
-    exit 0
 fi
 POSFAIR_MODEL_CACHE="$CACHE" python -m pytest -m real_models tests/real_models "$@"
