@@ -25,12 +25,17 @@ def root_conftest(config):
     return config.pluginmanager.get_plugin(str(config.rootpath / "conftest.py"))
 
 
-def test_a_ray_test_carries_the_ray_group(loadgroup, request):
-    group = root_conftest(request.config).RAY_GROUP
-    ray_ids = [item.nodeid for item in request.session.items if "ray_cluster" in item.fixturenames]
-    if not ray_ids:
-        pytest.skip("no test that uses the Ray cluster was collected")
-    assert all(nodeid.endswith(f"@{group}") for nodeid in ray_ids), ray_ids[:3]
+def test_every_file_of_a_shared_session_fixture_carries_its_group(loadgroup, request):
+    shared_groups = root_conftest(request.config).SHARED_GROUPS
+    items = request.session.items
+    checked = 0
+    for fixture, group in shared_groups.items():
+        files = {item.nodeid.split("::")[0] for item in items if fixture in item.fixturenames}
+        in_files = [item.nodeid for item in items if item.nodeid.split("::")[0] in files]
+        assert all(nodeid.endswith(f"@{group}") for nodeid in in_files), (fixture, in_files[:3])
+        checked += len(in_files)
+    if not checked:
+        pytest.skip("no test that uses a shared session fixture was collected")
 
 
 def test_the_heavy_groups_are_collected_first(loadgroup, request):
@@ -38,8 +43,8 @@ def test_the_heavy_groups_are_collected_first(loadgroup, request):
     group_of, is_heavy = suite.group_of, suite.is_heavy
     items = request.session.items
     heavy_groups = {group_of(item) for item in items if is_heavy(item)}
-    files = {item.nodeid.split("::")[0] for item in items}
-    for marked in ("tests/calibration/kernel/test_fused_kernel.py", "integration_tests/test_cli.py"):
-        assert marked not in files or marked in heavy_groups, marked
+    for heavy_file in ("tests/calibration/kernel/test_fused_kernel.py", "integration_tests/test_cli.py"):
+        groups = {group_of(item) for item in items if item.nodeid.split("::")[0] == heavy_file}
+        assert groups <= heavy_groups, heavy_file
     flags = [group_of(item) in heavy_groups for item in items]
     assert flags == sorted(flags, reverse=True), "a test of a heavy group is collected after a light one"
