@@ -25,7 +25,9 @@ fi
 install() {
     side_venv_base "$VENV"
     venv_install -c scripts/embedding_server_constraints.txt torch==2.13.0 "infinity-emb[server,torch]==0.0.78"
-    "$VENV/bin/python" -c "import torch, infinity_emb; assert torch.__version__.startswith('2.13.0')"
+    # the check imports what the server's process will, and writes its bytecode (side_venv_base compiles nothing)
+    side_venv_warm "$VENV" "import torch, infinity_emb.cli, infinity_emb.infinity_server, uvicorn, fastapi, \
+infinity_emb.transformer.embedder.sentence_transformer; assert torch.__version__.startswith('2.13.0')"
 }
 echo "embedding server: installing infinity-emb 0.0.78 into $VENV (once; a few minutes)"
 side_venv_install "embedding server" "$VENV" "$stamp" install

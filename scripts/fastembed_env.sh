@@ -39,7 +39,10 @@ install() {
         'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
     venv_install -c constraints.txt -c scripts/fastembed_constraints.txt torch==2.13.0 \
         "${dependencies[@]}" fastembed==0.9.1 llama-index-embeddings-fastembed==0.7.0 onnx "huggingface-hub>=1.31,<2"
-    "$VENV/bin/python" -c "import torch, transformers, onnx, onnxruntime, fastembed, llama_index.embeddings.fastembed; \
+    # the check imports what the tests' child (integration_tests/fastembed_child.py) will, and writes its bytecode
+    # (side_venv_base compiles nothing)
+    side_venv_warm "$VENV" "import torch, torch.onnx, transformers, onnx, onnxruntime, fastembed, huggingface_hub, \
+llama_index.core, llama_index.embeddings.fastembed, qdrant_client, qdrant_edge; \
 assert torch.__version__.startswith('2.13.0'), torch.__version__"
 }
 echo "fastembed: installing fastembed 0.9.1 into $VENV (once; a few minutes)"

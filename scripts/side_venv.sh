@@ -14,34 +14,43 @@ side_venv_current() {
 }
 
 # side_venv_base VENV: a new environment with torch 2.13.0 and `venv_install` pointed at it. torch goes in first, from
-# the local CPU wheel: left to resolve plain `torch`, the installer would pull a CUDA build of several GB
+# the local CPU wheel: left to resolve plain `torch`, the installer would pull a CUDA build of several GB. Its
+# bytecode is not compiled whole: the suite starts one process in each side environment, which compiles only what it
+# imports (side_venv_warm writes that much at install)
 side_venv_base() {
     rm -rf "$1"
     mkdir -p "$(dirname "$1")"
     "${PYTHON:-python3}" -m venv "$1"
-    venv_installer "$1"
+    venv_installer "$1" lazy
     venv_install torch==2.13.0
 }
 
-# venv_installer VENV: make `venv_install ARGS...` install into VENV, through uv where pip can fetch it (about half of
+# venv_installer VENV [lazy]: make `venv_install ARGS...` install into VENV, through uv where pip can fetch it (about half of
 # pip's time, which CI pays on every run on a fresh machine), else through pip. uv reads none of pip's configuration,
 # so the indexes, wheel folders, constraints and certificate that pip is given here are handed to it.
 #   - every index is searched for the best match, as pip does (uv's default stops at the first index with the name);
 #   - files are copied, not hardlinked from uv's cache: nltk (under LlamaIndex's sentence splitter) refuses to open
 #     a file with more than one link;
-#   - bytecode is compiled now, as pip does: where PYTHONDONTWRITEBYTECODE is set (it is on the CI machine), every
-#     interpreter, Ray worker and test child would otherwise compile torch again
+#   - bytecode is compiled now, as pip does, unless `lazy` is given: where PYTHONDONTWRITEBYTECODE is set (it is on
+#     the CI machine), every interpreter, Ray worker and test child would otherwise compile torch again
 venv_installer() {
     local url place file cert
     VENV_PYTHON="$1/bin/python"
     VENV_UV_ARGS=()
+    VENV_PIP_ARGS=(--quiet)
+    if [ "${2:-}" = lazy ]; then
+        VENV_PIP_ARGS+=(--no-compile)
+    fi
     if ! { "$VENV_PYTHON" -m pip install --quiet uv > /dev/null 2>&1 && "$VENV_PYTHON" -m uv --version > /dev/null 2>&1; }; then
         echo "uv could not be installed into $1; installing with pip (slower)"
         "$VENV_PYTHON" -m pip install --quiet --upgrade pip 2>&1 | pip_quiet
         return
     fi
     PIP_CONFIG="$("$VENV_PYTHON" -m pip config list 2> /dev/null || true)"
-    VENV_UV_ARGS=(--quiet --python "$VENV_PYTHON" --index-strategy unsafe-best-match --link-mode copy --compile-bytecode)
+    VENV_UV_ARGS=(--quiet --python "$VENV_PYTHON" --index-strategy unsafe-best-match --link-mode copy)
+    if [ "${2:-}" != lazy ]; then
+        VENV_UV_ARGS+=(--compile-bytecode)
+    fi
     for url in $(pip_setting index-url); do VENV_UV_ARGS+=(--default-index "$url"); done
     for url in $(pip_setting extra-index-url); do VENV_UV_ARGS+=(--index "$url"); done
     for place in $(pip_setting find-links); do VENV_UV_ARGS+=(--find-links "$place"); done
@@ -57,8 +66,14 @@ venv_install() {
     if [ "${#VENV_UV_ARGS[@]}" -gt 0 ]; then
         "$VENV_PYTHON" -m uv pip install "${VENV_UV_ARGS[@]}" "$@"
     else
-        "$VENV_PYTHON" -m pip install --quiet "$@" 2>&1 | pip_quiet
+        "$VENV_PYTHON" -m pip install "${VENV_PIP_ARGS[@]}" "$@" 2>&1 | pip_quiet
     fi
+}
+
+# side_venv_warm VENV CODE: run CODE in VENV's python, writing the bytecode of what it imports (whatever
+# PYTHONDONTWRITEBYTECODE says), so that the suite's process there starts as from a compiled install
+side_venv_warm() {
+    PYTHONDONTWRITEBYTECODE= "$1/bin/python" -c "$2"
 }
 
 # pip_setting KEY: one of pip's settings as pip would read it: its environment variable first, then its config files
