@@ -26,12 +26,12 @@ def root_conftest(config):
 
 
 def test_every_file_of_a_shared_session_fixture_carries_its_group(loadgroup, request):
-    shared_groups = root_conftest(request.config).SHARED_GROUPS
+    suite = root_conftest(request.config)
     items = request.session.items
     checked = 0
-    for fixture, group in shared_groups.items():
-        files = {item.nodeid.split("::")[0] for item in items if fixture in item.fixturenames}
-        in_files = [item.nodeid for item in items if item.nodeid.split("::")[0] in files]
+    for fixture, group in suite.SHARED_GROUPS.items():
+        files = {suite.file_of(item) for item in items if fixture in item.fixturenames}
+        in_files = [item.nodeid for item in items if suite.file_of(item) in files]
         assert all(nodeid.endswith(f"@{group}") for nodeid in in_files), (fixture, in_files[:3])
         checked += len(in_files)
     if not checked:
@@ -40,11 +40,11 @@ def test_every_file_of_a_shared_session_fixture_carries_its_group(loadgroup, req
 
 def test_the_heavy_groups_are_collected_first(loadgroup, request):
     suite = root_conftest(request.config)
-    group_of, is_heavy = suite.group_of, suite.is_heavy
+    group_of = suite.group_of
     items = request.session.items
-    heavy_groups = {group_of(item) for item in items if is_heavy(item)}
+    heavy_groups = {group_of(item) for item in items if suite.is_heavy(item)}
     for heavy_file in ("tests/calibration/kernel/test_fused_kernel.py", "integration_tests/test_cli.py"):
-        groups = {group_of(item) for item in items if item.nodeid.split("::")[0] == heavy_file}
+        groups = {group_of(item) for item in items if suite.file_of(item) == heavy_file}
         assert groups <= heavy_groups, heavy_file
     flags = [group_of(item) in heavy_groups for item in items]
     assert flags == sorted(flags, reverse=True), "a test of a heavy group is collected after a light one"
